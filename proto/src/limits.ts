@@ -1,0 +1,37 @@
+// Every limit and default that both sides must agree on lives here, once.
+
+export const PROTOCOL_VERSION = 1;
+
+/** Largest frame body either side accepts. Checked on the length prefix, before decoding. */
+export const MAX_FRAME_BYTES = 1024 * 1024;
+/** Length prefix size: 4-byte big-endian unsigned body length. */
+export const FRAME_HEADER_BYTES = 4;
+
+export const MAX_EVENTS_PER_BATCH = 256;
+/** Bound for free text from the guest (status lines, reasons, log lines). */
+export const MAX_TEXT = 4096;
+/** Bound for names (phases, processes, keys). */
+export const MAX_NAME = 256;
+/** sd_notify datagrams above this are rejected (systemd uses the same order of size). */
+export const MAX_NOTIFY_DATAGRAM = 4096;
+
+export const HEARTBEAT_INTERVAL_MS = 1000;
+/** Silence longer than this means the link is dead even if no socket error surfaced
+ *  (a snapshot's transport reset may never reach the guest as an error). */
+export const IDLE_TIMEOUT_MS = 5000;
+
+export const DEFAULTS = {
+  vsockPort: 52000,
+  probePort: 52001,
+  target: 'envd',
+  expectPort: 49983,
+  http: '127.0.0.1:7070',
+  dataDir: './data',
+  stallAfterMs: 5000,
+  startDeadlineMs: 30000,
+  /** Sampling period once the target is ready (the probe's --interval). */
+  intervalMs: 1000,
+  /** Sampling period until the target is ready: bind time known to within 50 ms. */
+  bootIntervalMs: 40,
+  notifySocket: '/run/vsockdiag/notify.sock',
+} as const;

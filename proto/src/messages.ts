@@ -1,0 +1,63 @@
+// The messages on a probe ↔ collector link. One schema per type is both the runtime
+// validation and the TypeScript type. Direction is part of the type: each side decodes
+// only what the other may send.
+//
+//   probe → collector: hello (first, once), events, gap, result, heartbeat
+//   collector → probe: welcome (answer to hello), ack, command, heartbeat
+
+import * as s from './schema.js';
+import { eventSchema, statusSchema } from './events.js';
+import { MAX_EVENTS_PER_BATCH, MAX_NAME, MAX_TEXT } from './limits.js';
+
+const ms = s.number({ min: 0, max: 1e13 });
+const seq = s.int({ min: 0 });
+
+export const helloSchema = s.object({
+  protocol: s.int({ min: 1, max: 0xffff }),
+  probeVersion: s.string({ max: 64 }),
+  /** Random per probe process. Clones restored from one snapshot share it, which is why
+   *  the collector never uses it as identity: the socket a connection arrived on is. */
+  instanceId: s.string({ min: 8, max: 64 }),
+  /** How many sessions this probe process has opened, this one included. */
+  generation: s.int({ min: 1 }),
+  bootId: s.string({ max: 64 }),
+  clocks: s.object({ wallMs: ms, sinceBootMs: ms }),
+  /** Highest sequence number the probe has assigned so far (0 = none). */
+  lastSeq: seq,
+  config: s.object({ target: s.string({ max: MAX_NAME }), expectPort: s.int({ min: 0, max: 65535 }) }),
+  status: statusSchema,
+});
+
+export const probeMessages = {
+  hello: helloSchema,
+  events: s.object({ events: s.array(eventSchema, { max: MAX_EVENTS_PER_BATCH }) }),
+  /** Events from..to (inclusive) fell out of the probe's ring before they were acked. */
+  gap: s.object({ from: s.int({ min: 1 }), to: s.int({ min: 1 }) }),
+  result: s.object({
+    id: s.int({ min: 1 }),
+    ok: s.boolean(),
+    error: s.optional(s.string({ max: MAX_TEXT })),
+    status: s.optional(statusSchema),
+  }),
+  heartbeat: s.object({ sinceBootMs: ms }),
+};
+
+export const COMMAND_OPS = ['status'] as const;
+
+export const collectorMessages = {
+  /** Answer to hello: the probe resends every event after `ack`. */
+  welcome: s.object({ ack: seq, hostWallMs: ms }),
+  /** Everything up to and including `seq` is durable on the host. */
+  ack: s.object({ seq }),
+  command: s.object({ id: s.int({ min: 1 }), op: s.oneOf(COMMAND_OPS) }),
+  heartbeat: s.object({}),
+};
+
+export const probeMessageSchema = s.variant('type', probeMessages, 'ERR_UNKNOWN_TYPE');
+export const collectorMessageSchema = s.variant('type', collectorMessages, 'ERR_UNKNOWN_TYPE');
+
+export type ProbeMessage = s.Infer<typeof probeMessageSchema>;
+export type CollectorMessage = s.Infer<typeof collectorMessageSchema>;
+export type Hello = Extract<ProbeMessage, { type: 'hello' }>;
+export type ProbeMessageOf<T extends ProbeMessage['type']> = Extract<ProbeMessage, { type: T }>;
+export type CollectorMessageOf<T extends CollectorMessage['type']> = Extract<CollectorMessage, { type: T }>;

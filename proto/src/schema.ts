@@ -1,0 +1,186 @@
+// A deliberately small schema kit: one declaration per message gives both the runtime
+// check (for bytes from an untrusted guest) and the TypeScript type (via Infer<>).
+// It has no dependency so the guest bundle stays tiny. Every string, array and map has
+// a required upper bound: nothing decoded from the wire is unbounded.
+//
+// parse() returns a fresh value built only from known keys, so unknown keys (and any
+// "__proto__" a peer might send) never reach the rest of the program.
+
+import { ProtocolError } from './errors.js';
+
+export interface Schema<T> {
+  parse(value: unknown, path?: string): T;
+}
+
+/** Marks an object key as optional; see object(). */
+export interface OptionalSchema<T> extends Schema<T | undefined> {
+  readonly optional: true;
+}
+
+export type Infer<S> = S extends Schema<infer T> ? T : never;
+
+type Shape = Record<string, Schema<unknown>>;
+type OptionalKeys<S extends object> = { [K in keyof S]: S[K] extends OptionalSchema<unknown> ? K : never }[keyof S];
+type RequiredKeys<S extends object> = Exclude<keyof S, OptionalKeys<S>>;
+type Simplify<T> = { [K in keyof T]: T[K] } & {};
+export type ObjectOf<S extends object> = Simplify<
+  { [K in RequiredKeys<S>]: Infer<S[K]> } & { [K in OptionalKeys<S>]?: Exclude<Infer<S[K]>, undefined> }
+>;
+
+function fail(path: string, message: string): never {
+  throw new ProtocolError('ERR_SCHEMA', `${path || 'message'}: ${message}`);
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  if (value instanceof Uint8Array) return 'bytes';
+  return typeof value;
+}
+
+export function string(opts: { max: number; min?: number }): Schema<string> {
+  return {
+    parse(v, path = '') {
+      if (typeof v !== 'string') fail(path, `expected string, got ${describe(v)}`);
+      if (v.length > opts.max) fail(path, `string longer than ${opts.max}`);
+      if (opts.min !== undefined && v.length < opts.min) fail(path, `string shorter than ${opts.min}`);
+      return v;
+    },
+  };
+}
+
+export function int(opts: { min?: number; max?: number } = {}): Schema<number> {
+  const min = opts.min ?? Number.MIN_SAFE_INTEGER;
+  const max = opts.max ?? Number.MAX_SAFE_INTEGER;
+  return {
+    parse(v, path = '') {
+      if (typeof v !== 'number' || !Number.isInteger(v)) fail(path, `expected integer, got ${describe(v)}`);
+      if (v < min || v > max) fail(path, `integer out of range [${min}, ${max}]`);
+      return v;
+    },
+  };
+}
+
+export function number(opts: { min?: number; max?: number } = {}): Schema<number> {
+  const min = opts.min ?? -Number.MAX_VALUE;
+  const max = opts.max ?? Number.MAX_VALUE;
+  return {
+    parse(v, path = '') {
+      if (typeof v !== 'number' || !Number.isFinite(v)) fail(path, `expected finite number, got ${describe(v)}`);
+      if (v < min || v > max) fail(path, `number out of range [${min}, ${max}]`);
+      return v;
+    },
+  };
+}
+
+export function boolean(): Schema<boolean> {
+  return {
+    parse(v, path = '') {
+      if (typeof v !== 'boolean') fail(path, `expected boolean, got ${describe(v)}`);
+      return v;
+    },
+  };
+}
+
+export function literal<const V extends string | number | boolean>(value: V): Schema<V> {
+  return {
+    parse(v, path = '') {
+      if (v !== value) fail(path, `expected ${JSON.stringify(value)}`);
+      return value;
+    },
+  };
+}
+
+export function oneOf<const V extends readonly string[]>(values: V): Schema<V[number]> {
+  const allowed = new Set<string>(values);
+  return {
+    parse(v, path = '') {
+      if (typeof v !== 'string' || !allowed.has(v)) fail(path, `expected one of ${values.join(', ')}`);
+      return v as V[number];
+    },
+  };
+}
+
+export function nullable<T>(inner: Schema<T>): Schema<T | null> {
+  return { parse: (v, path = '') => (v === null ? null : inner.parse(v, path)) };
+}
+
+export function optional<T>(inner: Schema<T>): OptionalSchema<T> {
+  return {
+    optional: true,
+    // msgpack has no undefined: a peer may send nil for an absent optional value.
+    parse: (v, path = '') => (v === undefined || v === null ? undefined : inner.parse(v, path)),
+  };
+}
+
+export function array<T>(item: Schema<T>, opts: { max: number }): Schema<T[]> {
+  return {
+    parse(v, path = '') {
+      if (!Array.isArray(v)) fail(path, `expected array, got ${describe(v)}`);
+      if (v.length > opts.max) fail(path, `array longer than ${opts.max}`);
+      const out: T[] = new Array(v.length);
+      for (let i = 0; i < v.length; i++) out[i] = item.parse(v[i], `${path}[${i}]`);
+      return out;
+    },
+  };
+}
+
+/** A string-keyed map with bounded size and key length (e.g. free-form notify fields). */
+export function record<T>(value: Schema<T>, opts: { maxKeys: number; maxKeyLength: number }): Schema<Record<string, T>> {
+  return {
+    parse(v, path = '') {
+      if (!isPlainObject(v)) fail(path, `expected map, got ${describe(v)}`);
+      const keys = Object.keys(v);
+      if (keys.length > opts.maxKeys) fail(path, `more than ${opts.maxKeys} keys`);
+      const out: Record<string, T> = Object.create(null);
+      for (const key of keys) {
+        if (key.length > opts.maxKeyLength) fail(path, `key longer than ${opts.maxKeyLength}`);
+        out[key] = value.parse(v[key], `${path}.${key}`);
+      }
+      return out;
+    },
+  };
+}
+
+export function object<S extends Shape>(shape: S): Schema<ObjectOf<S>> {
+  const entries = Object.entries(shape);
+  return {
+    parse(v, path = '') {
+      if (!isPlainObject(v)) fail(path, `expected map, got ${describe(v)}`);
+      const out: Record<string, unknown> = {};
+      for (const [key, schema] of entries) {
+        const parsed = schema.parse(Object.hasOwn(v, key) ? v[key] : undefined, path ? `${path}.${key}` : key);
+        if (parsed !== undefined) out[key] = parsed;
+      }
+      return out as ObjectOf<S>;
+    },
+  };
+}
+
+/**
+ * A tagged union: the value of `tag` picks the schema. An unknown tag is its own error
+ * code so a newer peer's message is told apart from a malformed one.
+ */
+export function variant<K extends string, M extends Record<string, Schema<object>>>(
+  tag: K,
+  members: M,
+  unknownCode: 'ERR_UNKNOWN_TYPE' | 'ERR_UNKNOWN_KIND',
+): Schema<{ [T in keyof M]: Infer<M[T]> & { [P in K]: T } }[keyof M]> {
+  return {
+    parse(v, path = '') {
+      if (!isPlainObject(v)) fail(path, `expected map, got ${describe(v)}`);
+      const name = v[tag];
+      if (typeof name !== 'string') fail(path, `missing "${tag}"`);
+      if (!Object.hasOwn(members, name)) {
+        throw new ProtocolError(unknownCode, `${path || 'message'}: unknown ${tag} ${JSON.stringify(name.slice(0, 64))}`);
+      }
+      const parsed = members[name]!.parse(v, path) as Record<string, unknown>;
+      parsed[tag] = name;
+      return parsed as never;
+    },
+  };
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
+}

@@ -1,0 +1,160 @@
+import { encode } from '@msgpack/msgpack';
+import { describe, expect, it } from 'vitest';
+import { decodeCollectorMessage, decodeProbeMessage, encodeMessage } from '../src/codec.js';
+import { ProtocolError } from '../src/errors.js';
+import { FrameDecoder, frame } from '../src/frame.js';
+import { MAX_EVENTS_PER_BATCH, MAX_TEXT, PROTOCOL_VERSION } from '../src/limits.js';
+import type { CollectorMessage, ProbeMessage } from '../src/messages.js';
+
+const status = {
+  target: null,
+  listener: { port: 49983, bound: false },
+  phases: { reported: false, ready: false },
+};
+
+const hello: ProbeMessage = {
+  type: 'hello',
+  protocol: PROTOCOL_VERSION,
+  probeVersion: '0.1.0',
+  instanceId: '0123456789abcdef',
+  generation: 1,
+  bootId: 'b0d5e1d0-0000-4000-8000-000000000000',
+  clocks: { wallMs: 1_700_000_000_000, sinceBootMs: 1234.5 },
+  lastSeq: 0,
+  config: { target: 'envd', expectPort: 49983 },
+  status,
+};
+
+const probeSamples: ProbeMessage[] = [
+  hello,
+  {
+    type: 'events',
+    events: [
+      { kind: 'target.found', seq: 1, t: 10, pid: 42, name: 'envd', startedAt: 9, source: 'name' },
+      { kind: 'phase', seq: 2, t: 11, name: 'cgroup-manager', status: 'envd startup: opening cgroup manager' },
+      { kind: 'listener.bound', seq: 3, t: 12, port: 49983, address: '0.0.0.0', inode: 555, pid: 42 },
+      { kind: 'target.exit', seq: 4, t: 13, pid: 42, exitCode: 1 },
+    ],
+  },
+  { type: 'gap', from: 1, to: 9 },
+  { type: 'result', id: 7, ok: true, status },
+  { type: 'heartbeat', sinceBootMs: 99 },
+];
+
+const collectorSamples: CollectorMessage[] = [
+  { type: 'welcome', ack: 3, hostWallMs: 1_700_000_000_000 },
+  { type: 'ack', seq: 10 },
+  { type: 'command', id: 1, op: 'status' },
+  { type: 'heartbeat' },
+];
+
+function body(value: unknown): Uint8Array {
+  return encode(value);
+}
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ProtocolError) return err.code;
+    throw err;
+  }
+  return undefined;
+}
+
+describe('codec', () => {
+  it('round-trips every probe and collector message through frames', () => {
+    const out: unknown[] = [];
+    const dec = new FrameDecoder((b) => out.push(decodeProbeMessage(b)));
+    for (const m of probeSamples) dec.push(encodeMessage(m));
+    expect(out).toEqual(probeSamples);
+
+    const back: unknown[] = [];
+    const dec2 = new FrameDecoder((b) => back.push(decodeCollectorMessage(b)));
+    for (const m of collectorSamples) dec2.push(encodeMessage(m));
+    expect(back).toEqual(collectorSamples);
+  });
+
+  it('rejects unknown message types with a stable code', () => {
+    expect(codeOf(() => decodeProbeMessage(body({ type: 'teleport' })))).toBe('ERR_UNKNOWN_TYPE');
+    // Direction matters: a probe may not send a collector's command.
+    expect(codeOf(() => decodeProbeMessage(body({ type: 'command', id: 1, op: 'status' })))).toBe('ERR_UNKNOWN_TYPE');
+    expect(codeOf(() => decodeCollectorMessage(body({ type: 'hello' })))).toBe('ERR_UNKNOWN_TYPE');
+  });
+
+  it('rejects unknown event kinds with their own code', () => {
+    const m = { type: 'events', events: [{ kind: 'mind.control', seq: 1, t: 0 }] };
+    expect(codeOf(() => decodeProbeMessage(body(m)))).toBe('ERR_UNKNOWN_KIND');
+  });
+
+  it('rejects wrong types and out-of-range values as ERR_SCHEMA', () => {
+    const bad: unknown[] = [
+      'just a string',
+      [1, 2, 3],
+      { type: 7 },
+      { ...hello, generation: 'one' },
+      { ...hello, generation: 0 },
+      { ...hello, instanceId: 'short' },
+      { ...hello, status: undefined },
+      { type: 'ack', seq: -1 },
+      { type: 'heartbeat', sinceBootMs: Number.NaN },
+      { type: 'events', events: [{ kind: 'phase', seq: 1.5, t: 0 }] },
+      { type: 'events', events: [{ kind: 'phase', seq: 1, t: 0, status: 'x'.repeat(MAX_TEXT + 1) }] },
+      { type: 'events', events: new Array(MAX_EVENTS_PER_BATCH + 1).fill({ kind: 'phase', seq: 1, t: 0 }) },
+      { type: 'events', events: [{ kind: 'listener.unbound', seq: 1, t: 0, port: 70000 }] },
+    ];
+    for (const v of bad) {
+      const code = codeOf(() => decodeProbeMessage(body(v)));
+      expect(code === 'ERR_SCHEMA' || code === 'ERR_UNKNOWN_TYPE', `${JSON.stringify(v).slice(0, 80)} gave ${code}`).toBe(true);
+    }
+    expect(codeOf(() => decodeProbeMessage(body({ ...hello, generation: 'one' })))).toBe('ERR_SCHEMA');
+  });
+
+  it('rejects bytes that are not msgpack', () => {
+    expect(codeOf(() => decodeProbeMessage(Buffer.from([0xc1])))).toBe('ERR_MSGPACK');
+    expect(codeOf(() => decodeProbeMessage(Buffer.from([0x92, 0x01])))).toBe('ERR_MSGPACK');
+  });
+
+  it('drops unknown keys and never lets __proto__ through', () => {
+    const raw = Buffer.from(encode({ type: 'ack', seq: 5, extra: 'ignored' }));
+    expect(decodeCollectorMessage(raw)).toEqual({ type: 'ack', seq: 5 });
+    // A hand-built map with a __proto__ key: either refused by the decoder or stripped.
+    const evil = Buffer.from([0x83, 0xa4, ...Buffer.from('type'), 0xa3, ...Buffer.from('ack'), 0xa3, ...Buffer.from('seq'), 0x01,
+      0xa9, ...Buffer.from('__proto__'), 0x81, 0xa5, ...Buffer.from('admin'), 0xc3]);
+    let parsed: unknown;
+    try {
+      parsed = decodeCollectorMessage(evil);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ProtocolError);
+    }
+    if (parsed) expect((parsed as { admin?: boolean }).admin).toBeUndefined();
+    expect(({} as { admin?: boolean }).admin).toBeUndefined();
+  });
+
+  it('fuzz: random and mutated bodies only ever fail with a ProtocolError', () => {
+    let seed = 7;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+    const valid = probeSamples.map((m) => encodeMessage(m).subarray(4));
+    for (let i = 0; i < 3000; i++) {
+      let input: Buffer;
+      if (i % 2 === 0) {
+        input = Buffer.from(Array.from({ length: 1 + Math.floor(rand() * 64) }, () => Math.floor(rand() * 256)));
+      } else {
+        input = Buffer.from(valid[i % valid.length]!);
+        for (let k = 0; k < 1 + Math.floor(rand() * 4); k++) input[Math.floor(rand() * input.length)] = Math.floor(rand() * 256);
+      }
+      try {
+        decodeProbeMessage(input);
+      } catch (err) {
+        expect(err).toBeInstanceOf(ProtocolError);
+      }
+    }
+  });
+
+  it('a frame carrying a valid message after garbage is never reached', () => {
+    const seen: unknown[] = [];
+    const dec = new FrameDecoder((b) => seen.push(decodeProbeMessage(b)));
+    expect(() => dec.push(Buffer.concat([frame(Buffer.from([0xc1])), encodeMessage(hello)]))).toThrow(ProtocolError);
+    expect(seen).toHaveLength(0);
+  });
+});

@@ -1,0 +1,73 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { dial, listen } from '../src/transport.js';
+
+const cleanup: Array<() => void> = [];
+afterEach(() => {
+  while (cleanup.length) cleanup.pop()!();
+});
+
+function tmp(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-t-'));
+  cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+function echo(socket: net.Socket) {
+  socket.pipe(socket);
+}
+
+async function roundTrip(address: string): Promise<string> {
+  const s = await dial(address);
+  return new Promise((resolve) => {
+    s.once('data', (d) => {
+      s.destroy();
+      resolve(d.toString());
+    });
+    s.write('ping');
+  });
+}
+
+describe('transport', () => {
+  it('dials and listens on unix sockets, and removes the file on close', async () => {
+    const p = path.join(tmp(), 's.sock');
+    const server = await listen(`unix:${p}`, echo);
+    expect(await roundTrip(`unix:${p}`)).toBe('ping');
+    await new Promise((r) => server.close(r));
+    expect(fs.existsSync(p)).toBe(false);
+  });
+
+  it('dials and listens on loopback tcp', async () => {
+    const server = await listen('tcp:127.0.0.1:0', echo);
+    cleanup.push(() => server.close());
+    const port = (server.address() as net.AddressInfo).port;
+    expect(await roundTrip(`tcp:127.0.0.1:${port}`)).toBe('ping');
+  });
+
+  it('replaces a stale socket file but refuses a live one', async () => {
+    const p = path.join(tmp(), 'stale.sock');
+    // A stale socket: bound then the process "crashed" (fd closed, file left behind).
+    const first = await listen(`unix:${p}`, echo);
+    fs.linkSync(p, `${p}.keep`);
+    await new Promise((r) => first.close(r));
+    fs.renameSync(`${p}.keep`, p);
+    expect(fs.existsSync(p)).toBe(true);
+    await expect(listen(`unix:${p}`, echo)).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    const second = await listen(`unix:${p}`, echo, { replaceStale: true });
+    cleanup.push(() => second.close());
+    expect(await roundTrip(`unix:${p}`)).toBe('ping');
+    await expect(listen(`unix:${p}`, echo, { replaceStale: true })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+  });
+
+  it('fails a dial to a missing path', async () => {
+    await expect(dial(`unix:${path.join(tmp(), 'nobody.sock')}`)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('fails vsock addresses clearly when no vsock backend is registered (never dials vsock)', async () => {
+    await expect(listen('vsock:any:52999', echo)).rejects.toMatchObject({ code: 'ERR_VSOCK_UNAVAILABLE' });
+    expect(() => dial('vsock:any:52999')).toThrow(/vsock is not available/);
+  });
+});
