@@ -7,3 +7,5 @@ export * from './limits.js';
 export * from './messages.js';
 export * from './transport.js';
 export * as schema from './schema.js';
+export * from './status.js';
+export * from './duration.js';

@@ -1,0 +1,15 @@
+/* vsockdiag N-API addon: module init and exports. */
+#include <node_api.h>
+
+#include "notify.h"
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+      {"notifyBind", NULL, notify_bind, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok)
+    return NULL;
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

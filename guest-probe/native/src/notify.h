@@ -1,0 +1,15 @@
+/* sd_notify datagram socket (AF_UNIX, SOCK_DGRAM) for the vsockdiag addon. */
+#ifndef VSOCKDIAG_NOTIFY_H
+#define VSOCKDIAG_NOTIFY_H
+
+#include <node_api.h>
+
+/* Largest datagram delivered whole; longer ones arrive cut, flagged truncated. */
+#define NOTIFY_MAX_DATAGRAM 4096
+
+/* JS: notifyBind(path: string,
+ *                onDatagram: (buf: Buffer, pid: number, truncated: boolean) => void)
+ *     -> { fd: number, close(): void } */
+napi_value notify_bind(napi_env env, napi_callback_info info);
+
+#endif

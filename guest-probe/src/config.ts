@@ -1,0 +1,172 @@
+// The probe's settings, from (highest first) command-line flags, VSOCKDIAG_* environment
+// variables, vsockdiag.* keys on the kernel command line, then defaults. Each value
+// remembers where it came from, for --print-config.
+//
+// Hand-parsed on purpose: the probe ships as one small bundle with no dependencies.
+
+import fs from 'node:fs';
+import { DEFAULTS, parseAddress, parseDuration } from '@vsockdiag/proto';
+
+type Kind = 'string' | 'address' | 'port' | 'duration' | 'path';
+
+const OPTIONS = {
+  connect: { kind: 'address', def: `vsock:2:${DEFAULTS.vsockPort}`, help: 'collector address' },
+  listen: { kind: 'address', def: `vsock:any:${DEFAULTS.probePort}`, help: 'command port for host-initiated connections ("off" to disable)' },
+  target: { kind: 'string', def: DEFAULTS.target, help: 'process name of the target' },
+  'pid-file': { kind: 'path', def: '', help: 'read the target pid from this file instead of searching by name' },
+  'expect-port': { kind: 'port', def: String(DEFAULTS.expectPort), help: 'TCP port the target must listen on' },
+  'notify-socket': { kind: 'path', def: DEFAULTS.notifySocket, help: 'sd_notify datagram socket for phase markers ("off" to disable)' },
+  interval: { kind: 'duration', def: `${DEFAULTS.intervalMs}ms`, help: 'sampling period once the target is ready' },
+  'boot-interval': { kind: 'duration', def: `${DEFAULTS.bootIntervalMs}ms`, help: 'sampling period until the target is ready' },
+  'proc-root': { kind: 'path', def: '/proc', help: 'procfs mount to read (for tests)' },
+  cmdline: { kind: 'path', def: '/proc/cmdline', help: 'kernel command line file to read vsockdiag.* keys from' },
+} as const satisfies Record<string, { kind: Kind; def: string; help: string }>;
+
+export type OptionName = keyof typeof OPTIONS;
+export type Source = 'flag' | 'env' | 'cmdline' | 'default';
+
+export interface ProbeConfig {
+  connect: string;
+  listen: string | null;
+  target: string;
+  pidFile: string | null;
+  expectPort: number;
+  notifySocket: string | null;
+  intervalMs: number;
+  bootIntervalMs: number;
+  procRoot: string;
+  /** Wrap mode: the command after "--". */
+  command: string[];
+  sources: Record<OptionName, Source>;
+  raw: Record<OptionName, string>;
+}
+
+export class ConfigError extends Error {}
+
+export type ParsedArgs =
+  | { action: 'run'; config: ProbeConfig }
+  | { action: 'print-config'; config: ProbeConfig }
+  | { action: 'help' }
+  | { action: 'version' };
+
+const envName = (name: string) => `VSOCKDIAG_${name.toUpperCase().replace(/-/g, '_')}`;
+
+/** vsockdiag.key=value pairs from a kernel command line (dashes or underscores). */
+export function parseKernelCmdline(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const word of text.trim().split(/\s+/)) {
+    if (!word.startsWith('vsockdiag.')) continue;
+    const eq = word.indexOf('=');
+    if (eq < 0) continue;
+    const key = word.slice('vsockdiag.'.length, eq).replace(/_/g, '-');
+    let value = word.slice(eq + 1);
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1);
+    out.set(key, value);
+  }
+  return out;
+}
+
+function validate(name: OptionName, value: string): void {
+  const kind: Kind = OPTIONS[name].kind;
+  try {
+    if (kind === 'address' && value !== 'off') parseAddress(value);
+    if (kind === 'duration') {
+      if (parseDuration(value) <= 0) throw new Error('must be positive');
+    }
+    if (kind === 'port' && !(/^\d+$/.test(value) && Number(value) <= 65535)) throw new Error('must be 0..65535');
+  } catch (err) {
+    throw new ConfigError(`--${name}: ${(err as Error).message}`);
+  }
+}
+
+export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ParsedArgs {
+  const flags = new Map<string, string>();
+  let command: string[] = [];
+  let printConfig = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') {
+      command = argv.slice(i + 1);
+      break;
+    }
+    if (arg === '-h' || arg === '--help') return { action: 'help' };
+    if (arg === '--version') return { action: 'version' };
+    if (arg === '--print-config') {
+      printConfig = true;
+      continue;
+    }
+    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}" (a command to wrap goes after "--")`);
+    const eq = arg.indexOf('=');
+    const name = eq < 0 ? arg.slice(2) : arg.slice(2, eq);
+    if (!Object.hasOwn(OPTIONS, name)) throw new ConfigError(`unknown flag --${name} (see --help)`);
+    const value = eq < 0 ? argv[++i] : arg.slice(eq + 1);
+    if (value === undefined) throw new ConfigError(`--${name} needs a value`);
+    flags.set(name, value);
+  }
+  if (command.length === 0 && argv.includes('--')) throw new ConfigError('nothing to run after "--"');
+
+  const cmdlinePath = flags.get('cmdline') ?? env[envName('cmdline')] ?? OPTIONS.cmdline.def;
+  let kernel = new Map<string, string>();
+  try {
+    kernel = parseKernelCmdline(fs.readFileSync(cmdlinePath, 'utf8'));
+  } catch {
+    /* no kernel command line (not in a VM, or a test): nothing to read */
+  }
+
+  const raw = {} as Record<OptionName, string>;
+  const sources = {} as Record<OptionName, Source>;
+  for (const name of Object.keys(OPTIONS) as OptionName[]) {
+    const candidates: Array<[Source, string | undefined]> = [
+      ['flag', flags.get(name)],
+      ['env', env[envName(name)]],
+      ['cmdline', kernel.get(name)],
+      ['default', OPTIONS[name].def],
+    ];
+    const [source, value] = candidates.find(([, v]) => v !== undefined) as [Source, string];
+    validate(name, value);
+    raw[name] = value;
+    sources[name] = source;
+  }
+  const config: ProbeConfig = {
+    connect: raw.connect,
+    listen: raw.listen === 'off' ? null : raw.listen,
+    target: raw.target,
+    pidFile: raw['pid-file'] || null,
+    expectPort: Number(raw['expect-port']),
+    notifySocket: raw['notify-socket'] === 'off' || raw['notify-socket'] === '' ? null : raw['notify-socket'],
+    intervalMs: parseDuration(raw.interval),
+    bootIntervalMs: parseDuration(raw['boot-interval']),
+    procRoot: raw['proc-root'],
+    command,
+    sources,
+    raw,
+  };
+  if (config.connect === 'off') throw new ConfigError('--connect cannot be off');
+  return printConfig ? { action: 'print-config', config } : { action: 'run', config };
+}
+
+export function formatConfig(c: ProbeConfig): string {
+  const width = Math.max(...Object.keys(OPTIONS).map((k) => k.length));
+  const lines = (Object.keys(OPTIONS) as OptionName[]).map((k) => `${k.padEnd(width)}  ${c.raw[k] || '(none)'}  [${c.sources[k]}]`);
+  if (c.command.length) lines.push(`${'command'.padEnd(width)}  ${c.command.join(' ')}  [flag]`);
+  return lines.join('\n') + '\n';
+}
+
+export function usage(): string {
+  const flag = (k: OptionName) => `  --${k} <${OPTIONS[k].kind}>`;
+  const width = Math.max(...(Object.keys(OPTIONS) as OptionName[]).map((k) => flag(k).length)) + 2;
+  const lines = (Object.keys(OPTIONS) as OptionName[]).map(
+    (k) => flag(k).padEnd(width) + `${OPTIONS[k].help} (default ${OPTIONS[k].def || 'none'})`,
+  );
+  return [
+    'usage: vsockdiag-probe [flags] [-- CMD ARGS...]',
+    '',
+    'Watches the target (envd) from outside and streams what it sees to the vsockdiag collector.',
+    'With "-- CMD ARGS...", starts CMD as the target (wrap mode) with NOTIFY_SOCKET set.',
+    '',
+    ...lines,
+    '  --print-config'.padEnd(width) + 'print the resulting settings and where each came from',
+    '',
+    'Each flag can also be set as VSOCKDIAG_<NAME> in the environment or vsockdiag.<name>=... on the kernel command line.',
+  ].join('\n') + '\n';
+}

@@ -1,0 +1,204 @@
+// The probe, assembled: watchers observe, every observation becomes a numbered event in
+// the ring and updates the status keyframe, and the link streams both to the collector.
+//
+//   notify socket ─┐
+//   target (/proc) ├─► emit() ─► ring ─► link ─► collector
+//   listener       ┘      └─► status (keyframe for every hello)
+
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import type net from 'node:net';
+import path from 'node:path';
+import {
+  PROTOCOL_VERSION,
+  applyEvent,
+  initialStatus,
+  listen,
+  type CollectorMessage,
+  type EventBody,
+  type Hello,
+  type ProbeStatus,
+} from '@vsockdiag/proto';
+import { BootClock } from './clock.js';
+import { serveCommands } from './commands.js';
+import type { ProbeConfig } from './config.js';
+import { Link, type CommandAnswer } from './link.js';
+import { ListenerWatcher } from './listener.js';
+import { NotifyListener } from './notify/listener.js';
+import { phaseEvent } from './phases.js';
+import { readBootId } from './proc/index.js';
+import { EventRing } from './ring.js';
+import { TargetWatcher } from './target.js';
+import { exitStatusOf, spawnTarget } from './wrap.js';
+
+export const PROBE_VERSION = '0.1.0';
+/** In wrap mode, how long to wait for the collector to ack the exit before exiting anyway. */
+const EXIT_FLUSH_MS = 5000;
+
+export class Probe {
+  readonly instanceId = randomBytes(8).toString('hex');
+  readonly ring = new EventRing();
+  status: ProbeStatus;
+  readonly link: Link;
+  private readonly clock: BootClock;
+  private readonly bootId: string;
+  private readonly target: TargetWatcher;
+  private readonly listener: ListenerWatcher;
+  private notify: NotifyListener | null = null;
+  private commandServer: net.Server | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private oversizeReported = 0;
+
+  constructor(
+    private readonly config: ProbeConfig,
+    private readonly log: (level: 'info' | 'warn', message: string) => void,
+  ) {
+    this.clock = new BootClock(config.procRoot);
+    this.bootId = readBootId(config.procRoot) ?? 'unknown';
+    this.status = initialStatus(config.expectPort);
+    const emit = (body: EventBody) => this.emit(body);
+    this.target = new TargetWatcher({ name: config.target, pidFile: config.pidFile, procRoot: config.procRoot, emit });
+    this.listener = new ListenerWatcher({ port: config.expectPort, procRoot: config.procRoot, emit, targetPid: () => this.target.pid });
+    this.link = new Link({
+      address: config.connect,
+      ring: this.ring,
+      hello: (generation) => this.hello(generation),
+      onCommand: (c) => this.command(c),
+      sinceBootMs: () => this.clock.sinceBootMs(),
+      log,
+    });
+  }
+
+  /** Records one observation: numbered, stamped, applied to the status, sent soon. */
+  emit(body: EventBody): void {
+    const event = this.ring.push(body, this.clock.sinceBootMs());
+    this.status = applyEvent(this.status, event);
+    this.link.flush();
+  }
+
+  async start(): Promise<void> {
+    this.openNotifySocket();
+    await this.openCommandPort();
+    if (this.config.command.length) this.wrap();
+    this.link.start();
+    this.sample();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.notify?.close();
+    this.commandServer?.close();
+    this.link.stop();
+  }
+
+  /** Ready as the collector will judge it: then sampling can slow down. */
+  private get settled(): boolean {
+    const s = this.status;
+    return !!s.target?.alive && s.listener.bound && (!s.phases.reported || s.phases.ready);
+  }
+
+  private sample(): void {
+    if (this.stopped) return;
+    this.target.tick();
+    this.listener.tick();
+    this.timer = setTimeout(() => this.sample(), this.settled ? this.config.intervalMs : this.config.bootIntervalMs);
+  }
+
+  private hello(generation: number): Omit<Hello, 'type'> {
+    return {
+      protocol: PROTOCOL_VERSION,
+      probeVersion: PROBE_VERSION,
+      instanceId: this.instanceId,
+      generation,
+      bootId: this.bootId,
+      clocks: { wallMs: Date.now(), sinceBootMs: this.clock.sinceBootMs() },
+      lastSeq: this.ring.lastSeq,
+      config: { target: this.config.target, expectPort: this.config.expectPort },
+      status: this.status,
+    };
+  }
+
+  private async command(c: Extract<CollectorMessage, { type: 'command' }>): Promise<CommandAnswer> {
+    switch (c.op) {
+      case 'status':
+        return { ok: true, status: this.status };
+    }
+  }
+
+  private openNotifySocket(): void {
+    const p = this.config.notifySocket;
+    if (!p) return;
+    try {
+      if (!p.startsWith('@')) fs.mkdirSync(path.dirname(p), { recursive: true });
+      this.notify = NotifyListener.open(p);
+    } catch (err) {
+      this.emit({ kind: 'probe.notice', level: 'warn', message: `notify socket ${p} unavailable: ${(err as Error).message}` });
+      this.log('warn', `notify socket ${p} unavailable: ${(err as Error).message}`);
+      return;
+    }
+    const notify = this.notify;
+    notify.on('message', (msg, pid) => {
+      const event = phaseEvent(msg, pid);
+      if (event) this.emit(event);
+      this.sampleSoon();
+    });
+    // Oversize datagrams are counted by the listener; say so now and then, not per datagram.
+    const check = setInterval(() => {
+      if (notify.counters.oversize > this.oversizeReported) {
+        this.emit({
+          kind: 'probe.notice',
+          level: 'warn',
+          message: `${notify.counters.oversize - this.oversizeReported} notify datagram(s) over 4096 bytes rejected (${notify.counters.oversize} in all)`,
+        });
+        this.oversizeReported = notify.counters.oversize;
+      }
+    }, 10_000);
+    check.unref();
+  }
+
+  /** A phase marker often comes right before a bind or an exit: look again at once. */
+  private sampleSoon(): void {
+    if (this.stopped || this.settled) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.sample(), 0);
+  }
+
+  private async openCommandPort(): Promise<void> {
+    const addr = this.config.listen;
+    if (!addr) return;
+    try {
+      this.commandServer = await listen(
+        addr,
+        (socket) =>
+          serveCommands(socket, { hello: () => this.hello(this.link.generation), onCommand: (c) => this.command(c), log: this.log }),
+        { replaceStale: true },
+      );
+    } catch (err) {
+      const message = `command port ${addr} unavailable: ${(err as Error).message}`;
+      this.emit({ kind: 'probe.notice', level: 'warn', message });
+      this.log('warn', message);
+    }
+  }
+
+  private wrap(): void {
+    const child = spawnTarget({
+      command: this.config.command,
+      notifySocket: this.config.notifySocket,
+      onError: (err) => {
+        this.emit({ kind: 'probe.notice', level: 'warn', message: `cannot start ${this.config.command[0]}: ${err.message}` });
+        this.log('warn', `cannot start ${this.config.command[0]}: ${err.message}`);
+      },
+      onExit: (code, signal) => {
+        this.target.childExited(code, signal);
+        // Pass the status on to our own supervisor once the collector has the exit on record.
+        void this.link.waitAcked(this.ring.lastSeq, EXIT_FLUSH_MS).then(() => {
+          this.stop();
+          process.exit(exitStatusOf(code, signal));
+        });
+      },
+    });
+    if (child.pid !== undefined) this.target.adoptChild(child.pid, this.config.command);
+  }
+}

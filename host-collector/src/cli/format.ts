@@ -1,0 +1,47 @@
+// Terminal output for the client commands.
+
+export interface SandboxSummary {
+  id: string;
+  state: string;
+  reason: string;
+  since: string;
+  generation: number;
+  connected: boolean;
+  lastPhase: string | null;
+}
+
+const COLORS: Record<string, string> = {
+  ready: '32',
+  starting: '36',
+  booting: '36',
+  registered: '90',
+  stuck: '31',
+  exited: '31',
+  silent: '33',
+};
+
+export function colorState(state: string, tty: boolean): string {
+  return tty && COLORS[state] ? `\x1b[${COLORS[state]}m${state}\x1b[0m` : state;
+}
+
+export function sinceText(iso: string, now = Date.now()): string {
+  const s = Math.max(0, (now - Date.parse(iso)) / 1000);
+  if (s < 60) return `${s.toFixed(1)}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${Math.floor(s % 60)}s`;
+  return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`;
+}
+
+export function table(rows: SandboxSummary[], tty: boolean): string {
+  if (rows.length === 0) return 'no sandboxes\n';
+  const head = ['ID', 'STATE', 'FOR', 'GEN', 'REASON'];
+  const body = rows.map((r) => [r.id, r.state, sinceText(r.since), String(r.generation), r.reason]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[], color: boolean) =>
+    cells
+      .map((c, i) => {
+        const padded = i === cells.length - 1 ? c : c.padEnd(widths[i]!);
+        return color && i === 1 ? padded.replace(c, colorState(c, tty)) : padded;
+      })
+      .join('  ');
+  return [line(head, false), ...body.map((b) => line(b, true))].join('\n') + '\n';
+}

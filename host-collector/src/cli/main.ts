@@ -1,0 +1,207 @@
+// vsockdiag: the host CLI. `collector` runs the service; every other command talks to a
+// running collector over its HTTP API (--collector / VSOCKDIAG_URL, --token /
+// VSOCKDIAG_TOKEN).
+
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command, Option } from 'commander';
+import { parseDuration } from '@vsockdiag/proto';
+import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
+import { createLogger } from '../collector/logger.js';
+import { ClientError, CollectorClient } from './client.js';
+import { colorState, sinceText, table, type SandboxSummary } from './format.js';
+
+export const EXIT = { ok: 0, error: 1, timeout: 2, notReady: 3 } as const;
+const VERSION = '0.1.0';
+const tty = process.stdout.isTTY === true;
+
+function dashboardDir(): string {
+  if (process.env.VSOCKDIAG_UI_DIR) return process.env.VSOCKDIAG_UI_DIR;
+  // The bundle lives in host-collector/dist/; the built dashboard in web-ui/dist/.
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../web-ui/dist');
+}
+
+const int = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer`);
+  return n;
+};
+
+function client(cmd: Command): CollectorClient {
+  const o = cmd.optsWithGlobals<{ collector: string; token?: string }>();
+  return new CollectorClient({ url: o.collector, ...(o.token ? { token: o.token } : {}) });
+}
+
+function print(json: boolean, value: unknown, human: () => string): void {
+  process.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : human());
+}
+
+export function buildProgram(): Command {
+  const program = new Command('vsockdiag')
+    .description('Out-of-band diagnostics for Firecracker sandboxes whose agent (envd) boots but never answers.')
+    .version(VERSION)
+    .addOption(new Option('--collector <url>', 'collector API URL').env('VSOCKDIAG_URL').default('http://127.0.0.1:7070'))
+    .addOption(new Option('--token <token>', 'API bearer token').env('VSOCKDIAG_TOKEN'))
+    .showHelpAfterError();
+
+  program
+    .command('collector')
+    .description('run the host collector (vsock listeners, state, API, dashboard)')
+    .option('--http <addr>', 'HTTP listen address', DEFAULT_COLLECTOR_OPTIONS.http)
+    .option('--data <dir>', 'data directory (SQLite)', DEFAULT_COLLECTOR_OPTIONS.dataDir)
+    .option('--vsock-port <n>', 'vsock port the probe connects to (listen on <uds>_<n>)', int('--vsock-port'), DEFAULT_COLLECTOR_OPTIONS.vsockPort)
+    .option('--probe-port <n>', "probe's command port (host-initiated connections)", int('--probe-port'), DEFAULT_COLLECTOR_OPTIONS.probePort)
+    .option('--stall-after <d>', 'stuck when no new phase for this long', parseDuration, DEFAULT_COLLECTOR_OPTIONS.stallAfterMs)
+    .option('--start-deadline <d>', 'stuck when not ready this long after the target started', parseDuration, DEFAULT_COLLECTOR_OPTIONS.startDeadlineMs)
+    .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
+    .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
+    .action(async (o) => {
+      const log = createLogger();
+      const collector = new Collector(
+        {
+          http: o.http,
+          dataDir: o.data,
+          vsockPort: o.vsockPort,
+          probePort: o.probePort,
+          stallAfterMs: o.stallAfter,
+          startDeadlineMs: o.startDeadline,
+          dashboardDir: dashboardDir(),
+          ...(o.discover ? { discover: o.discover } : {}),
+          ...(o.token ? { token: o.token } : {}),
+        },
+        log,
+      );
+      const url = await collector.start();
+      process.stderr.write(`vsockdiag collector listening on ${url} (dashboard: ${url}/)\n`);
+      let stopping = false;
+      const stop = async () => {
+        if (stopping) return;
+        stopping = true;
+        await collector.stop();
+        process.exit(0);
+      };
+      process.on('SIGINT', () => void stop());
+      process.on('SIGTERM', () => void stop());
+    });
+
+  program
+    .command('register <id>')
+    .description("watch a sandbox: <id> and its Firecracker vsock uds_path")
+    .requiredOption('--uds <path>', "the VM's vsock uds_path (as given to Firecracker's PUT /vsock)")
+    .option('--json', 'JSON output')
+    .action(async (id: string, o, cmd: Command) => {
+      const res = await client(cmd).request<SandboxSummary>('PUT', `/v1/sandboxes/${encodeURIComponent(id)}`, { udsPath: o.uds });
+      print(o.json, res.body, () => `${res.status === 201 ? 'registered' : 'updated'} ${id}: ${res.body.state}\n`);
+    });
+
+  program
+    .command('unregister <id>')
+    .description('stop watching a sandbox and drop its history')
+    .action(async (id: string, _o, cmd: Command) => {
+      await client(cmd).request('DELETE', `/v1/sandboxes/${encodeURIComponent(id)}`);
+      process.stdout.write(`unregistered ${id}\n`);
+    });
+
+  program
+    .command('ls')
+    .description('list sandboxes with their state and reason')
+    .option('--state <state>', 'only this state')
+    .option('--json', 'JSON output')
+    .action(async (o, cmd: Command) => {
+      const q = o.state ? `?state=${encodeURIComponent(o.state)}` : '';
+      const res = await client(cmd).request<{ sandboxes: SandboxSummary[] }>('GET', `/v1/sandboxes${q}`);
+      print(o.json, res.body.sandboxes, () => table(res.body.sandboxes, tty));
+    });
+
+  program
+    .command('status <id>')
+    .description("one sandbox's state, reason, target, listener and phases")
+    .option('--json', 'JSON output')
+    .action(async (id: string, o, cmd: Command) => {
+      const res = await client(cmd).request<StatusBody>('GET', `/v1/sandboxes/${encodeURIComponent(id)}`);
+      print(o.json, res.body, () => formatStatus(res.body));
+    });
+
+  program
+    .command('wait-ready <id>')
+    .description('wait until the sandbox is ready (exit 0), stuck or exited (exit 3), or the timeout passes (exit 2)')
+    .option('--timeout <d>', 'how long to wait', parseDuration, 30_000)
+    .option('--json', 'JSON output')
+    .action(async (id: string, o, cmd: Command) => {
+      const c = client(cmd);
+      const deadline = Date.now() + o.timeout;
+      let last = '';
+      for (;;) {
+        const wait = Math.max(0, Math.min(1000, deadline - Date.now()));
+        const res = await c.request<{ ready: boolean; state: string; reason: string }>(
+          'GET',
+          `/v1/sandboxes/${encodeURIComponent(id)}/readiness?wait=${wait}`,
+          undefined,
+          [503],
+          wait + 30_000,
+        );
+        const { state, reason } = res.body;
+        if (!o.json && state !== last) process.stderr.write(`${id}: ${colorState(state, process.stderr.isTTY === true)} — ${reason}\n`);
+        last = state;
+        const code = state === 'ready' ? EXIT.ok : state === 'stuck' || state === 'exited' ? EXIT.notReady : Date.now() >= deadline ? EXIT.timeout : -1;
+        if (code >= 0) {
+          if (o.json) process.stdout.write(`${JSON.stringify({ ...res.body, timedOut: code === EXIT.timeout })}\n`);
+          else if (code === EXIT.timeout) process.stderr.write(`${id}: not ready after ${o.timeout} ms\n`);
+          process.exitCode = code;
+          return;
+        }
+      }
+    });
+
+  return program;
+}
+
+interface StatusBody extends SandboxSummary {
+  udsPath: string;
+  probe: { instanceId: string; version: string; generation: number } | null;
+  target: { pid: number; name: string; alive: boolean; startedAt: string; exitCode?: number; signal?: string; threads?: number; rssKb?: number } | null;
+  listener: { port: number; bound: boolean; since: string | null; pid?: number; address?: string } | null;
+  readiness: { reportsPhases: boolean; ready: boolean } | null;
+  phases: Array<{ name?: string; status?: string; ready?: boolean; at: string }>;
+}
+
+function formatStatus(s: StatusBody): string {
+  const lines = [
+    `${s.id}  ${colorState(s.state, tty)} for ${sinceText(s.since)}  (generation ${s.generation})`,
+    `  reason:   ${s.reason}`,
+    `  socket:   ${s.udsPath}`,
+  ];
+  if (s.probe) lines.push(`  probe:    ${s.connected ? 'connected' : 'disconnected'}, instance ${s.probe.instanceId}, v${s.probe.version}, session ${s.probe.generation}`);
+  if (s.target) {
+    const t = s.target;
+    const fate = t.alive ? 'alive' : t.signal ? `killed by ${t.signal}` : t.exitCode !== undefined ? `exited ${t.exitCode}` : 'gone';
+    const facts = [t.threads !== undefined ? `${t.threads} threads` : '', t.rssKb !== undefined ? `${Math.round(t.rssKb / 1024)} MiB RSS` : ''].filter(Boolean).join(', ');
+    lines.push(`  target:   ${t.name} pid ${t.pid} ${fate}${facts ? ` (${facts})` : ''}`);
+  }
+  if (s.listener) {
+    const l = s.listener;
+    lines.push(`  listener: :${l.port} ${l.bound ? `bound on ${l.address ?? '?'}${l.pid ? ` by pid ${l.pid}` : ''}` : 'not bound'}${l.since ? ` since ${l.since}` : ''}`);
+  }
+  if (s.phases.length) {
+    lines.push('  phases:');
+    const t0 = Date.parse(s.phases[0]!.at);
+    for (const p of s.phases.slice(-20)) {
+      const label = p.ready ? 'READY=1' : (p.name ?? p.status ?? '?');
+      lines.push(`    +${((Date.parse(p.at) - t0) / 1000).toFixed(3)}s  ${label}${p.name && p.status ? `  ${p.status}` : ''}`);
+    }
+  }
+  return lines.join('\n') + '\n';
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (err) {
+    if (err instanceof ClientError) {
+      process.stderr.write(`vsockdiag: ${err.message}${err.code ? ` (${err.code})` : ''}\n`);
+    } else {
+      process.stderr.write(`vsockdiag: ${(err as Error).message}\n`);
+    }
+    process.exitCode = EXIT.error;
+  }
+}

@@ -1,0 +1,53 @@
+// Per-sandbox token buckets: what one guest may send per second, with a burst large
+// enough for a full ring replay after a reconnect. A guest over budget is cut off; it
+// cannot slow the collector down for the other sandboxes.
+
+export interface BudgetLimits {
+  bytesPerSec: number;
+  burstBytes: number;
+  framesPerSec: number;
+  burstFrames: number;
+}
+
+export const DEFAULT_BUDGET: BudgetLimits = {
+  bytesPerSec: 512 * 1024,
+  burstBytes: 8 * 1024 * 1024,
+  framesPerSec: 500,
+  burstFrames: 5000,
+};
+
+export class Budget {
+  private bytes: number;
+  private frames: number;
+  private last: number;
+
+  constructor(
+    private readonly limits: BudgetLimits = DEFAULT_BUDGET,
+    now = Date.now(),
+  ) {
+    this.bytes = limits.burstBytes;
+    this.frames = limits.burstFrames;
+    this.last = now;
+  }
+
+  /** Charges raw bytes received; false when over budget. */
+  spendBytes(size: number, now = Date.now()): boolean {
+    this.refill(now);
+    this.bytes -= size;
+    return this.bytes >= 0;
+  }
+
+  /** Charges one decoded frame; false when over budget. */
+  spendFrame(now = Date.now()): boolean {
+    this.refill(now);
+    this.frames -= 1;
+    return this.frames >= 0;
+  }
+
+  private refill(now: number): void {
+    const dt = Math.max(0, now - this.last) / 1000;
+    this.last = now;
+    this.bytes = Math.min(this.limits.burstBytes, this.bytes + dt * this.limits.bytesPerSec);
+    this.frames = Math.min(this.limits.burstFrames, this.frames + dt * this.limits.framesPerSec);
+  }
+}

@@ -1,0 +1,26 @@
+// Places guest times (ms since guest boot) on the host's clock. Every message that carries
+// a guest time gives one sample of (host receive time − guest time); the smallest sample
+// is the one least delayed in transit, so it is the best offset estimate. A new session
+// starts a new estimate: a snapshot restore pauses the guest's clock, not the host's.
+
+export class GuestClock {
+  private offset = Number.POSITIVE_INFINITY;
+
+  observe(guestMs: number, hostMs: number = Date.now()): void {
+    const sample = hostMs - guestMs;
+    if (sample < this.offset) this.offset = sample;
+  }
+
+  get known(): boolean {
+    return Number.isFinite(this.offset);
+  }
+
+  toHost(guestMs: number): number {
+    return this.known ? guestMs + this.offset : Date.now();
+  }
+
+  /** Host ms → guest ms since boot (for display). */
+  toGuest(hostMs: number): number {
+    return this.known ? hostMs - this.offset : 0;
+  }
+}

@@ -1,0 +1,111 @@
+// The collector process: store → registry (listeners per sandbox) → discovery → HTTP.
+// start() returns once every persisted sandbox is listening again and the API is up.
+
+import net from 'node:net';
+import { DEFAULTS, parseAddress } from '@vsockdiag/proto';
+import type { FastifyInstance } from 'fastify';
+import { buildHttp } from '../http/server.js';
+import { Discovery } from './discovery.js';
+import type { Logger } from './logger.js';
+import { Registry } from './registry.js';
+import { Store } from './store.js';
+
+export interface CollectorOptions {
+  http: string;
+  dataDir: string;
+  vsockPort: number;
+  probePort: number;
+  stallAfterMs: number;
+  startDeadlineMs: number;
+  discover?: string;
+  token?: string;
+  dashboardDir: string;
+  /** Events kept per sandbox; older ones are pruned every minute. */
+  retainEvents?: number;
+}
+
+export const DEFAULT_COLLECTOR_OPTIONS = {
+  http: DEFAULTS.http,
+  dataDir: DEFAULTS.dataDir,
+  vsockPort: DEFAULTS.vsockPort,
+  probePort: DEFAULTS.probePort,
+  stallAfterMs: DEFAULTS.stallAfterMs,
+  startDeadlineMs: DEFAULTS.startDeadlineMs,
+};
+
+const PRUNE_INTERVAL_MS = 60_000;
+
+/** "127.0.0.1:7070", "tcp:127.0.0.1:7070" or "[::1]:7070" → host and port. */
+export function parseHttpAddress(text: string): { host: string; port: number } {
+  const a = parseAddress(text.startsWith('tcp:') ? text : `tcp:${text}`);
+  if (a.kind !== 'tcp') throw new Error(`--http must be HOST:PORT, got "${text}"`);
+  return { host: a.host, port: a.port };
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (net.isIPv4(host) && host.startsWith('127.'));
+}
+
+export class Collector {
+  readonly store: Store;
+  readonly registry: Registry;
+  readonly http: FastifyInstance;
+  private discovery: Discovery | null = null;
+  private pruneTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly opts: CollectorOptions,
+    private readonly log: Logger,
+  ) {
+    const { host } = parseHttpAddress(opts.http);
+    if (!isLoopback(host) && !opts.token) {
+      throw new Error(`refusing to serve the API on non-loopback ${host} without --token`);
+    }
+    this.store = new Store(opts.dataDir);
+    this.registry = new Registry(
+      this.store,
+      {
+        vsockPort: opts.vsockPort,
+        stallAfterMs: opts.stallAfterMs,
+        startDeadlineMs: opts.startDeadlineMs,
+        targetName: DEFAULTS.target,
+      },
+      log,
+    );
+    this.http = buildHttp({
+      registry: this.registry,
+      store: this.store,
+      log,
+      dashboardDir: opts.dashboardDir,
+      ...(opts.token ? { token: opts.token } : {}),
+    });
+  }
+
+  /** Resolves with the URL the API listens on. */
+  async start(): Promise<string> {
+    await this.registry.restore();
+    if (this.opts.discover) {
+      this.discovery = new Discovery(this.opts.discover, this.registry, this.log);
+      this.discovery.start();
+    }
+    const { host, port } = parseHttpAddress(this.opts.http);
+    await this.http.listen({ host, port });
+    const addr = this.http.server.address() as net.AddressInfo;
+    const keep = this.opts.retainEvents ?? 20_000;
+    this.pruneTimer = setInterval(() => {
+      for (const id of this.registry.sandboxes.keys()) this.store.prune(id, keep);
+    }, PRUNE_INTERVAL_MS);
+    this.pruneTimer.unref();
+    const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+    this.log.info({ url, sandboxes: this.registry.sandboxes.size }, 'collector ready');
+    return url;
+  }
+
+  async stop(): Promise<void> {
+    this.discovery?.stop();
+    if (this.pruneTimer) clearInterval(this.pruneTimer);
+    await this.http.close();
+    await this.registry.closeAll();
+    this.store.close();
+  }
+}

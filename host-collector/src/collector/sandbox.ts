@@ -1,0 +1,237 @@
+// One sandbox as the collector knows it: where its Firecracker vsock socket is, the
+// listener on <udsPath>_<vsockPort>, the live probe session (at most one), the merged
+// probe status, and the verdict with its timer. Identity is the socket a connection came
+// in on; nothing the guest says changes which sandbox it is.
+
+import { EventEmitter } from 'node:events';
+import type net from 'node:net';
+import { applyEvent, listen, type Hello, type ProbeEvent, type ProbeStatus } from '@vsockdiag/proto';
+import type { BudgetLimits } from './budget.js';
+import { GuestClock } from './clock.js';
+import type { Logger } from './logger.js';
+import { Session, type SessionHost } from './session.js';
+import type { EventRecord, Store } from './store.js';
+import { decide, type SandboxState, type Verdict } from './verdict.js';
+
+export interface SandboxSettings {
+  vsockPort: number;
+  stallAfterMs: number;
+  startDeadlineMs: number;
+  targetName: string;
+  budget?: BudgetLimits;
+}
+
+/** After a probe is cut off for misbehaving, its next connections are refused for this long. */
+export const COOLDOWN_MS = 5000;
+
+export interface StateChange {
+  id: string;
+  state: SandboxState;
+  previous: SandboxState;
+  reason: string;
+  generation: number;
+}
+
+export class Sandbox extends EventEmitter implements SessionHost {
+  generation: number;
+  status: ProbeStatus | null = null;
+  session: Session | null = null;
+  clock = new GuestClock();
+  probe: { instanceId: string; version: string; bootId: string; generation: number } | null = null;
+  listenError: string | null = null;
+  connectedAt: number | undefined;
+  disconnectedAt: number | undefined;
+  disconnectReason: string | undefined;
+  verdict: Verdict = { state: 'registered', reason: 'waiting for the probe to connect', recheckAt: null };
+  stateSince = Date.now();
+  counters = { sessions: 0, events: 0, gaps: 0, protocolErrors: 0, refused: 0 };
+  private server: net.Server | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private cooldownUntil = 0;
+  private closed = false;
+
+  constructor(
+    readonly id: string,
+    public udsPath: string,
+    readonly source: 'api' | 'discover',
+    generation: number,
+    private readonly store: Store,
+    private readonly settings: SandboxSettings,
+    private readonly log: Logger,
+  ) {
+    super();
+    this.generation = generation;
+  }
+
+  get socketPath(): string {
+    return `${this.udsPath}_${this.settings.vsockPort}`;
+  }
+
+  get state(): SandboxState {
+    return this.verdict.state;
+  }
+
+  /** Binds <udsPath>_<vsockPort>. Accepting does nothing slow: Firecracker's connect to
+   *  this socket blocks its event thread until we accept. */
+  async startListening(): Promise<void> {
+    this.server = await listen(`unix:${this.socketPath}`, (socket) => this.accept(socket), { replaceStale: true });
+    this.listenError = null;
+    this.evaluate();
+  }
+
+  async stop(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.session?.close('sandbox unregistered', null);
+    const server = this.server;
+    this.server = null;
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  /** The restore moved Firecracker's socket (vsock_override): listen at the new place. */
+  async move(udsPath: string): Promise<void> {
+    const old = this.server;
+    this.udsPath = udsPath;
+    this.server = null;
+    if (old) await new Promise<void>((resolve) => old.close(() => resolve()));
+    await this.startListening();
+  }
+
+  /** Re-runs the verdict now (fresh reason text, e.g. for an API read). */
+  currentVerdict(now = Date.now()): Verdict {
+    return decide(this.verdictInput(now));
+  }
+
+  private accept(socket: net.Socket): void {
+    if (this.closed || Date.now() < this.cooldownUntil) {
+      this.counters.refused++;
+      socket.destroy();
+      return;
+    }
+    new Session(socket, this, this.log.child({ sandbox: this.id }), this.settings.budget);
+  }
+
+  // ---- SessionHost: called by the session ----
+
+  onHello(session: Session, hello: Hello): number {
+    if (this.session && this.session !== session) this.session.close('superseded by a new connection', null);
+    this.session = session;
+    this.generation++;
+    session.generation = this.generation;
+    this.counters.sessions++;
+    this.clock = new GuestClock();
+    this.clock.observe(hello.clocks.sinceBootMs);
+    this.status = hello.status;
+    this.probe = { instanceId: hello.instanceId, version: hello.probeVersion, bootId: hello.bootId, generation: hello.generation };
+    this.connectedAt = Date.now();
+    this.store.openSession({
+      sandboxId: this.id,
+      generation: this.generation,
+      instanceId: hello.instanceId,
+      probeGeneration: hello.generation,
+      probeVersion: hello.probeVersion,
+      bootId: hello.bootId,
+      openedMs: this.connectedAt,
+    });
+    const ack = Math.min(this.store.ackFloor(this.id, hello.instanceId, hello.generation), hello.lastSeq);
+    this.record('session.open', {
+      instanceId: hello.instanceId,
+      probeGeneration: hello.generation,
+      probeVersion: hello.probeVersion,
+      bootId: hello.bootId,
+      lastSeq: hello.lastSeq,
+      ack,
+    });
+    this.log.info({ sandbox: this.id, generation: this.generation, instance: hello.instanceId, ack }, 'probe connected');
+    this.evaluate();
+    return ack;
+  }
+
+  onEvents(session: Session, events: ProbeEvent[], done: (err: Error | null) => void): void {
+    if (session !== this.session) return done(new Error('session superseded'));
+    const keyframeSeq = session.hello!.lastSeq;
+    const rows: EventRecord[] = [];
+    let status = this.status!;
+    for (const e of events) {
+      // Events up to the hello's lastSeq are already in its status keyframe: store them,
+      // but do not apply them twice.
+      if (e.seq > keyframeSeq) status = applyEvent(status, e);
+      const { seq, t, kind, ...data } = e;
+      rows.push({ sandboxId: this.id, generation: session.generation, seq, kind, tGuest: t, tHost: Math.round(this.clock.toHost(t)), data });
+    }
+    this.counters.events += events.length;
+    this.status = status;
+    this.store.append(rows, done);
+    this.evaluate();
+    this.emit('events', events);
+  }
+
+  onGap(session: Session, from: number, to: number): void {
+    if (session !== this.session) return;
+    this.counters.gaps++;
+    this.record('gap', { from, to, lost: to - from + 1 });
+  }
+
+  onHeartbeat(session: Session, sinceBootMs: number): void {
+    if (session === this.session) this.clock.observe(sinceBootMs);
+  }
+
+  onClose(session: Session, reason: string, code: string | null): void {
+    if (code) {
+      this.counters.protocolErrors++;
+      if (code === 'ERR_RATE_LIMIT') this.cooldownUntil = Date.now() + COOLDOWN_MS;
+    }
+    if (session.generation > 0) this.store.closeSession(this.id, session.generation, code ? `${code}: ${reason}` : reason);
+    if (session !== this.session) return;
+    this.session = null;
+    this.disconnectedAt = Date.now();
+    this.disconnectReason = code ? `${code}: ${reason}` : reason;
+    this.record('session.close', { reason, code });
+    this.log.info({ sandbox: this.id, generation: session.generation, reason, code }, 'probe disconnected');
+    this.evaluate();
+  }
+
+  // ---- verdict ----
+
+  private verdictInput(now: number) {
+    return {
+      now,
+      connected: this.session !== null,
+      connectedAt: this.connectedAt,
+      disconnectedAt: this.disconnectedAt,
+      disconnectReason: this.disconnectReason,
+      status: this.status,
+      toHost: (g: number) => this.clock.toHost(g),
+      targetName: this.settings.targetName,
+      stallAfterMs: this.settings.stallAfterMs,
+      startDeadlineMs: this.settings.startDeadlineMs,
+    };
+  }
+
+  /** Decides now, records a transition if the state changed, and arms the next check. */
+  evaluate(): void {
+    if (this.closed) return;
+    const now = Date.now();
+    const v = decide(this.verdictInput(now));
+    const previous = this.verdict.state;
+    this.verdict = v;
+    if (v.state !== previous) {
+      this.stateSince = now;
+      this.record('state', { state: v.state, previous, reason: v.reason });
+      this.log.info({ sandbox: this.id, state: v.state, previous, reason: v.reason }, 'state changed');
+      const change: StateChange = { id: this.id, state: v.state, previous, reason: v.reason, generation: this.generation };
+      this.emit('state', change);
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (v.recheckAt !== null) {
+      // +1 ms so the threshold has certainly passed when we look again.
+      this.timer = setTimeout(() => this.evaluate(), Math.max(0, v.recheckAt - now) + 1);
+    }
+  }
+
+  /** A collector-side event (state change, session edge, gap) in the sandbox's history. */
+  private record(kind: string, data: Record<string, unknown>): void {
+    this.store.append([{ sandboxId: this.id, generation: this.generation, seq: null, kind, tGuest: null, tHost: Date.now(), data }]);
+  }
+}

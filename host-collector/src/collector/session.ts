@@ -1,0 +1,172 @@
+// One probe connection, from accept to close. The guest on the other end is untrusted:
+// every frame is size-checked before decoding, schema-validated after, and charged to the
+// sandbox's budget; anything wrong closes this session with a stable error code and
+// touches nothing else. Acks go out only after the store has committed the events.
+//
+// Lifecycle: accept → hello (within HELLO_TIMEOUT_MS) → welcome{ack} → events/gap/
+// heartbeat … → close (socket end/error, protocol error, budget, idle timeout, superseded).
+
+import type net from 'node:net';
+import {
+  FrameDecoder,
+  HEARTBEAT_INTERVAL_MS,
+  IDLE_TIMEOUT_MS,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  decodeProbeMessage,
+  encodeMessage,
+  type CollectorMessage,
+  type Hello,
+  type ProbeEvent,
+  type ProbeMessage,
+} from '@vsockdiag/proto';
+import { Budget, type BudgetLimits } from './budget.js';
+import type { Logger } from './logger.js';
+
+export const HELLO_TIMEOUT_MS = 5000;
+
+export interface SessionHost {
+  /** A valid hello arrived: returns the ack floor (highest seq already stored). */
+  onHello(session: Session, hello: Hello): number;
+  /** Validated, in-order events; `done` must be called once they are durable. */
+  onEvents(session: Session, events: ProbeEvent[], done: (err: Error | null) => void): void;
+  onGap(session: Session, from: number, to: number): void;
+  onHeartbeat(session: Session, sinceBootMs: number): void;
+  onClose(session: Session, reason: string, code: string | null): void;
+}
+
+export class Session {
+  /** Set by the sandbox when the hello is accepted. */
+  generation = 0;
+  hello: Hello | null = null;
+  private lastSeq = 0;
+  private closed = false;
+  private readonly decoder: FrameDecoder;
+  private readonly budget: Budget;
+  private lastRx = Date.now();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    readonly socket: net.Socket,
+    private readonly host: SessionHost,
+    private readonly log: Logger,
+    budget?: BudgetLimits,
+  ) {
+    this.budget = new Budget(budget);
+    this.decoder = new FrameDecoder((body) => this.handle(decodeProbeMessage(body)));
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('end', () => {
+      try {
+        this.decoder.end();
+        this.close('probe closed the connection', null);
+      } catch (err) {
+        this.fail(err);
+      }
+    });
+    socket.on('error', (err) => this.close(`socket error: ${err.message}`, null));
+    socket.on('close', () => this.close('connection closed', null));
+    const opened = Date.now();
+    this.timer = setInterval(() => {
+      const now = Date.now();
+      if (!this.hello && now - opened > HELLO_TIMEOUT_MS) {
+        this.fail(new ProtocolError('ERR_UNEXPECTED', `no hello within ${HELLO_TIMEOUT_MS} ms`));
+      } else if (now - this.lastRx > IDLE_TIMEOUT_MS) {
+        this.fail(new ProtocolError('ERR_IDLE', `no word from the probe for ${IDLE_TIMEOUT_MS} ms`));
+      } else if (this.hello) {
+        this.send({ type: 'heartbeat' });
+      }
+    }, HEARTBEAT_INTERVAL_MS);
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  send(m: CollectorMessage): void {
+    if (!this.closed) this.socket.write(encodeMessage(m));
+  }
+
+  close(reason: string, code: string | null): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.timer);
+    this.socket.destroy();
+    this.host.onClose(this, reason, code);
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.closed) return;
+    this.lastRx = Date.now();
+    try {
+      if (!this.budget.spendBytes(chunk.length)) {
+        throw new ProtocolError('ERR_RATE_LIMIT', 'probe exceeded its byte budget');
+      }
+      this.decoder.push(chunk);
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  private fail(err: unknown): void {
+    if (err instanceof ProtocolError) {
+      this.log.warn({ code: err.code, err: err.message, generation: this.generation }, 'closing probe session');
+      this.close(err.message, err.code);
+    } else {
+      this.log.error({ err }, 'unexpected error handling a probe message');
+      this.close(`internal error: ${(err as Error).message}`, 'ERR_INTERNAL');
+    }
+  }
+
+  private handle(m: ProbeMessage): void {
+    if (this.closed) return;
+    if (!this.budget.spendFrame()) throw new ProtocolError('ERR_RATE_LIMIT', 'probe exceeded its frame budget');
+    if (!this.hello && m.type !== 'hello') throw new ProtocolError('ERR_UNEXPECTED', `${m.type} before hello`);
+    switch (m.type) {
+      case 'hello': {
+        if (this.hello) throw new ProtocolError('ERR_UNEXPECTED', 'second hello');
+        if (m.protocol !== PROTOCOL_VERSION) {
+          throw new ProtocolError('ERR_VERSION', `protocol ${m.protocol} not supported (this collector speaks ${PROTOCOL_VERSION})`);
+        }
+        this.hello = m;
+        const ack = this.host.onHello(this, m);
+        this.lastSeq = ack;
+        this.send({ type: 'welcome', ack, hostWallMs: Date.now() });
+        return;
+      }
+      case 'events': {
+        const events = m.events;
+        for (const e of events) {
+          if (e.seq !== this.lastSeq + 1) {
+            throw new ProtocolError('ERR_UNEXPECTED', `event seq ${e.seq} after ${this.lastSeq} (must be consecutive)`);
+          }
+          this.lastSeq = e.seq;
+        }
+        if (events.length === 0) return;
+        const upTo = this.lastSeq;
+        this.host.onEvents(this, events, (err) => {
+          if (err) {
+            this.log.error({ err }, 'store commit failed; the probe will resend');
+            this.close('store commit failed', 'ERR_STORE');
+          } else {
+            this.send({ type: 'ack', seq: upTo });
+          }
+        });
+        return;
+      }
+      case 'gap':
+        if (m.from !== this.lastSeq + 1 || m.to < m.from) {
+          throw new ProtocolError('ERR_UNEXPECTED', `gap ${m.from}..${m.to} after seq ${this.lastSeq}`);
+        }
+        this.lastSeq = m.to;
+        this.host.onGap(this, m.from, m.to);
+        return;
+      case 'heartbeat':
+        this.host.onHeartbeat(this, m.sinceBootMs);
+        return;
+      case 'result':
+        // Commands travel on this session in a later protocol step; an unsolicited result is
+        // harmless and ignored.
+        return;
+    }
+  }
+}

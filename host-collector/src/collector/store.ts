@@ -1,0 +1,257 @@
+// Persistence: SQLite in WAL mode. Writes are queued and committed once per turn of the
+// event loop in one transaction, however many sessions fed the queue, and each writer's
+// callback (which sends the probe its ack) runs only after that commit: an acked event
+// survives a collector crash. (synchronous=NORMAL: durable against a crash of this
+// process; a host power loss may lose the last commits, but then the VMs are gone too.)
+
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+
+export interface SandboxRow {
+  id: string;
+  udsPath: string;
+  source: 'api' | 'discover';
+  generation: number;
+  createdMs: number;
+}
+
+export interface SessionRecord {
+  sandboxId: string;
+  generation: number;
+  instanceId: string;
+  probeGeneration: number;
+  probeVersion: string;
+  bootId: string;
+  openedMs: number;
+}
+
+export interface EventRecord {
+  sandboxId: string;
+  generation: number;
+  /** Probe sequence number; null for events the collector itself records (state changes, gaps). */
+  seq: number | null;
+  kind: string;
+  /** Guest time, ms since guest boot (null for host events). */
+  tGuest: number | null;
+  /** Host wall-clock ms when the event was recorded (or, for guest events, when it happened, mapped to host time). */
+  tHost: number;
+  data: unknown;
+}
+
+export interface StoredEvent extends EventRecord {
+  id: number;
+}
+
+export interface EventQuery {
+  after?: number;
+  kind?: string;
+  generation?: number;
+  limit: number;
+}
+
+interface Pending {
+  rows: EventRecord[];
+  done?: (err: Error | null) => void;
+}
+
+export class Store {
+  private readonly db: Database.Database;
+  private queue: Pending[] = [];
+  private flushScheduled = false;
+  private readonly stmt;
+
+  constructor(dataDir: string) {
+    fs.mkdirSync(dataDir, { recursive: true });
+    this.db = new Database(path.join(dataDir, 'vsockdiag.db'));
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('busy_timeout = 2000');
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS sandboxes (
+        id TEXT PRIMARY KEY,
+        uds_path TEXT NOT NULL,
+        source TEXT NOT NULL,
+        generation INTEGER NOT NULL DEFAULT 0,
+        created_ms INTEGER NOT NULL
+      );
+      CREATE TABLE IF NOT EXISTS sessions (
+        sandbox_id TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        instance_id TEXT NOT NULL,
+        probe_generation INTEGER NOT NULL,
+        probe_version TEXT NOT NULL,
+        boot_id TEXT NOT NULL,
+        opened_ms INTEGER NOT NULL,
+        closed_ms INTEGER,
+        close_reason TEXT,
+        PRIMARY KEY (sandbox_id, generation)
+      );
+      CREATE TABLE IF NOT EXISTS events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        sandbox_id TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        seq INTEGER,
+        kind TEXT NOT NULL,
+        t_guest REAL,
+        t_host INTEGER NOT NULL,
+        data TEXT NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS events_by_sandbox ON events (sandbox_id, id);
+      CREATE UNIQUE INDEX IF NOT EXISTS events_by_seq ON events (sandbox_id, generation, seq) WHERE seq IS NOT NULL;
+    `);
+    this.stmt = {
+      upsertSandbox: this.db.prepare(
+        `INSERT INTO sandboxes (id, uds_path, source, generation, created_ms) VALUES (@id, @udsPath, @source, @generation, @createdMs)
+         ON CONFLICT(id) DO UPDATE SET uds_path = excluded.uds_path, source = excluded.source`,
+      ),
+      deleteSandbox: this.db.prepare('DELETE FROM sandboxes WHERE id = ?'),
+      deleteSessions: this.db.prepare('DELETE FROM sessions WHERE sandbox_id = ?'),
+      deleteEvents: this.db.prepare('DELETE FROM events WHERE sandbox_id = ?'),
+      listSandboxes: this.db.prepare(
+        'SELECT id, uds_path AS udsPath, source, generation, created_ms AS createdMs FROM sandboxes ORDER BY id',
+      ),
+      setGeneration: this.db.prepare('UPDATE sandboxes SET generation = ? WHERE id = ?'),
+      openSession: this.db.prepare(
+        `INSERT INTO sessions (sandbox_id, generation, instance_id, probe_generation, probe_version, boot_id, opened_ms)
+         VALUES (@sandboxId, @generation, @instanceId, @probeGeneration, @probeVersion, @bootId, @openedMs)`,
+      ),
+      closeSession: this.db.prepare(
+        'UPDATE sessions SET closed_ms = ?, close_reason = ? WHERE sandbox_id = ? AND generation = ? AND closed_ms IS NULL',
+      ),
+      sessions: this.db.prepare(
+        `SELECT generation, instance_id AS instanceId, probe_generation AS probeGeneration, probe_version AS probeVersion,
+                boot_id AS bootId, opened_ms AS openedMs, closed_ms AS closedMs, close_reason AS closeReason
+         FROM sessions WHERE sandbox_id = ? ORDER BY generation`,
+      ),
+      ackFloor: this.db.prepare(
+        `SELECT MAX(e.seq) AS seq FROM sessions s JOIN events e ON e.sandbox_id = s.sandbox_id AND e.generation = s.generation
+         WHERE s.sandbox_id = ? AND s.instance_id = ? AND s.probe_generation < ? AND e.seq IS NOT NULL`,
+      ),
+      insertEvent: this.db.prepare(
+        `INSERT INTO events (sandbox_id, generation, seq, kind, t_guest, t_host, data)
+         VALUES (@sandboxId, @generation, @seq, @kind, @tGuest, @tHost, @data)`,
+      ),
+      lastOfKind: this.db.prepare('SELECT id FROM events WHERE sandbox_id = ? AND kind = ? ORDER BY id DESC LIMIT 1'),
+      pruneEvents: this.db.prepare(
+        `DELETE FROM events WHERE sandbox_id = ? AND id <= (
+           SELECT id FROM events WHERE sandbox_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+      ),
+    };
+  }
+
+  saveSandbox(row: SandboxRow): void {
+    this.stmt.upsertSandbox.run(row);
+  }
+
+  deleteSandbox(id: string): void {
+    this.flush();
+    this.db.transaction(() => {
+      this.stmt.deleteEvents.run(id);
+      this.stmt.deleteSessions.run(id);
+      this.stmt.deleteSandbox.run(id);
+    })();
+  }
+
+  listSandboxes(): SandboxRow[] {
+    return this.stmt.listSandboxes.all() as SandboxRow[];
+  }
+
+  /** Records a new session and the sandbox's new generation in one commit. */
+  openSession(s: SessionRecord): void {
+    this.flush();
+    this.db.transaction(() => {
+      this.stmt.openSession.run(s);
+      this.stmt.setGeneration.run(s.generation, s.sandboxId);
+    })();
+  }
+
+  closeSession(sandboxId: string, generation: number, reason: string): void {
+    this.stmt.closeSession.run(Date.now(), reason.slice(0, 500), sandboxId, generation);
+  }
+
+  sessions(sandboxId: string): unknown[] {
+    return this.stmt.sessions.all(sandboxId);
+  }
+
+  /**
+   * The highest seq this probe instance already has stored here, counting only sessions
+   * the probe opened *before* this one (lower probe generation). Sessions with the same or
+   * a higher probe generation belong to another timeline of the same memory (the source VM
+   * resumed after a snapshot while a restore of it connects too): their seqs are not ours.
+   */
+  ackFloor(sandboxId: string, instanceId: string, probeGeneration: number): number {
+    this.flush();
+    const row = this.stmt.ackFloor.get(sandboxId, instanceId, probeGeneration) as { seq: number | null };
+    return row.seq ?? 0;
+  }
+
+  /** Queues rows; `done` runs after they are committed (or the commit failed). */
+  append(rows: EventRecord[], done?: (err: Error | null) => void): void {
+    this.queue.push(done ? { rows, done } : { rows });
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  /** Commits everything queued now. */
+  flush(): void {
+    this.flushScheduled = false;
+    if (this.queue.length === 0) return;
+    const batch = this.queue;
+    this.queue = [];
+    let error: Error | null = null;
+    try {
+      this.db.transaction(() => {
+        for (const p of batch) {
+          for (const r of p.rows) {
+            this.stmt.insertEvent.run({ ...r, data: JSON.stringify(r.data) });
+          }
+        }
+      })();
+    } catch (err) {
+      error = err as Error;
+    }
+    for (const p of batch) p.done?.(error);
+  }
+
+  events(sandboxId: string, q: EventQuery): StoredEvent[] {
+    this.flush();
+    const where = ['sandbox_id = @sandboxId', 'id > @after'];
+    if (q.kind) where.push(q.kind.endsWith('.') ? "kind LIKE @kindPrefix ESCAPE '\\'" : 'kind = @kind');
+    if (q.generation !== undefined) where.push('generation = @generation');
+    const rows = this.db
+      .prepare(
+        `SELECT id, sandbox_id AS sandboxId, generation, seq, kind, t_guest AS tGuest, t_host AS tHost, data
+         FROM events WHERE ${where.join(' AND ')} ORDER BY id LIMIT @limit`,
+      )
+      .all({
+        sandboxId,
+        after: q.after ?? 0,
+        kind: q.kind,
+        kindPrefix: q.kind ? `${q.kind.replace(/[\\%_]/g, '\\$&')}%` : undefined,
+        generation: q.generation,
+        limit: q.limit,
+      }) as Array<StoredEvent & { data: string }>;
+    return rows.map((r) => ({ ...r, data: JSON.parse(r.data) as unknown }));
+  }
+
+  /** Id of the newest event of a kind (0 if none). */
+  lastEventId(sandboxId: string, kind: string): number {
+    this.flush();
+    const row = this.stmt.lastOfKind.get(sandboxId, kind) as { id: number } | undefined;
+    return row?.id ?? 0;
+  }
+
+  /** Keeps the newest `keep` events of a sandbox. */
+  prune(sandboxId: string, keep: number): number {
+    this.flush();
+    return this.stmt.pruneEvents.run(sandboxId, sandboxId, keep).changes;
+  }
+
+  close(): void {
+    this.flush();
+    this.db.close();
+  }
+}

@@ -1,0 +1,128 @@
+// Decides a sandbox's state and the human reason for it from what the collector knows.
+// Pure: given the same inputs and `now`, the same verdict, plus the moment it could next
+// change by itself (so the caller arms one timer instead of polling on a tick).
+//
+// States (DESIGN.md): registered · booting · starting · ready · stuck · exited · silent.
+
+import { formatDuration, type ProbeStatus } from '@vsockdiag/proto';
+
+export const STATES = ['registered', 'booting', 'starting', 'ready', 'stuck', 'exited', 'silent'] as const;
+export type SandboxState = (typeof STATES)[number];
+
+export interface VerdictInput {
+  now: number;
+  /** A probe session is live right now. */
+  connected: boolean;
+  /** When the current session opened, or the last one closed (host ms). */
+  connectedAt?: number;
+  disconnectedAt?: number;
+  /** Why the last session ended, when it did. */
+  disconnectReason?: string;
+  /** The merged probe status; null until a probe ever said hello. */
+  status: ProbeStatus | null;
+  /** Maps a guest time (ms since guest boot) to host ms. */
+  toHost: (guestMs: number) => number;
+  targetName: string;
+  stallAfterMs: number;
+  startDeadlineMs: number;
+}
+
+export interface Verdict {
+  state: SandboxState;
+  reason: string;
+  /** Host ms at which the verdict may change with no new input; null if it cannot. */
+  recheckAt: number | null;
+}
+
+const ago = (now: number, at: number) => `${formatDuration(Math.max(0, now - at))} ago`;
+
+export function decide(v: VerdictInput): Verdict {
+  const { now, status } = v;
+  if (!status) {
+    return { state: 'registered', reason: 'waiting for the probe to connect', recheckAt: null };
+  }
+  const target = status.target;
+  const name = target?.name ?? v.targetName;
+  const port = status.listener.port;
+
+  if (target && !target.alive) {
+    const how =
+      target.signal !== undefined
+        ? `killed by ${target.signal}`
+        : target.exitCode !== undefined
+          ? `exited with status ${target.exitCode}`
+          : 'exited (status unknown: not the probe\'s child)';
+    const lastPhase = status.phases.last ? `, last phase ${describePhase(status.phases.last)}` : '';
+    const probe = v.connected ? '' : '; probe disconnected';
+    return { state: 'exited', reason: `${name} (pid ${target.pid}) ${how}${lastPhase}${probe}`, recheckAt: null };
+  }
+
+  if (!v.connected) {
+    const since = v.disconnectedAt ?? now;
+    const why = v.disconnectReason ? ` (${v.disconnectReason})` : '';
+    return { state: 'silent', reason: `probe silent since ${ago(now, since)}${why}`, recheckAt: null };
+  }
+
+  if (!target) {
+    const since = v.connectedAt ?? now;
+    return {
+      state: 'booting',
+      reason: `probe connected ${ago(now, since)}, ${name} not seen yet`,
+      recheckAt: null,
+    };
+  }
+
+  const startedAt = v.toHost(target.startedAt);
+  const alive = `${name} alive ${formatDuration(Math.max(0, now - startedAt))}`;
+  const listener = status.listener;
+  const ownedByOther = listener.bound && listener.pid !== undefined && listener.pid !== target.pid;
+  const needsReady = status.phases.reported && !status.phases.ready;
+
+  if (listener.bound && !ownedByOther && !needsReady) {
+    const ready = status.phases.reported ? ', READY=1' : '';
+    return {
+      state: 'ready',
+      reason: `${name} (pid ${target.pid}) listening on :${port} since ${ago(now, v.toHost(listener.since ?? 0))}${ready}`,
+      recheckAt: null,
+    };
+  }
+
+  const last = status.phases.last;
+  const lastPhase = last
+    ? `last phase ${describePhase(last)} ${ago(now, v.toHost(last.t))}`
+    : 'no phase reported';
+  let what: string;
+  if (ownedByOther) what = `:${port} is held by pid ${listener.pid}, not ${name}`;
+  else if (listener.bound) what = `listening on :${port} but start-up never finished (no READY=1)`;
+  else what = `nothing listening on :${port}`;
+
+  // A listener that was bound during this process's life and went away.
+  const vanishedAt = !listener.bound && listener.since !== undefined && listener.since >= target.startedAt ? listener.since : undefined;
+  if (vanishedAt !== undefined) {
+    return {
+      state: 'stuck',
+      reason: `${alive}, listener on :${port} vanished ${ago(now, v.toHost(vanishedAt))}, ${lastPhase}`,
+      recheckAt: null,
+    };
+  }
+
+  const progressAt = Math.max(startedAt, last ? v.toHost(last.t) : startedAt);
+  const stallAt = progressAt + v.stallAfterMs;
+  const deadlineAt = startedAt + v.startDeadlineMs;
+  if (now >= deadlineAt) {
+    return {
+      state: 'stuck',
+      reason: `${alive}, ${what}, not ready by the ${formatDuration(v.startDeadlineMs)} start deadline, ${lastPhase}`,
+      recheckAt: null,
+    };
+  }
+  if (now >= stallAt) {
+    return { state: 'stuck', reason: `${alive}, ${what}, ${lastPhase}`, recheckAt: deadlineAt };
+  }
+  return { state: 'starting', reason: `${alive}, ${what}, ${lastPhase}`, recheckAt: Math.min(stallAt, deadlineAt) };
+}
+
+function describePhase(p: { name?: string; status?: string }): string {
+  if (p.name && p.status) return `${p.name} ("${p.status}")`;
+  return `"${p.name ?? p.status ?? '?'}"`;
+}

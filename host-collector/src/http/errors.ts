@@ -1,0 +1,27 @@
+// API errors: always {"error": {"code", "message"}} with a stable code and an HTTP status.
+
+export const API_ERRORS = {
+  BAD_REQUEST: 400,
+  BAD_ID: 400,
+  BAD_PATH: 400,
+  UNAUTHORIZED: 401,
+  NOT_FOUND: 404,
+  PATH_IN_USE: 409,
+  LISTEN_FAILED: 422,
+  INTERNAL: 500,
+} as const;
+
+export type ApiErrorCode = keyof typeof API_ERRORS;
+
+export class ApiError extends Error {
+  constructor(
+    readonly code: ApiErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+
+  get status(): number {
+    return API_ERRORS[this.code];
+  }
+}

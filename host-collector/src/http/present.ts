@@ -1,0 +1,41 @@
+// How sandboxes look in the API: one place, so the list, the detail, the CLI and the
+// stream all agree.
+
+import type { Sandbox } from '../collector/sandbox.js';
+
+export function summary(sb: Sandbox, now = Date.now()) {
+  const v = sb.currentVerdict(now);
+  const status = sb.status;
+  return {
+    id: sb.id,
+    state: v.state,
+    reason: sb.listenError ? `cannot listen on ${sb.socketPath}: ${sb.listenError}` : v.reason,
+    since: new Date(sb.stateSince).toISOString(),
+    generation: sb.generation,
+    connected: sb.session !== null,
+    lastPhase: status?.phases.last?.name ?? status?.phases.last?.status ?? null,
+  };
+}
+
+export function detail(sb: Sandbox, phases: unknown[], now = Date.now()) {
+  const status = sb.status;
+  const guestToIso = (t: number | undefined) => (t === undefined ? null : new Date(Math.round(sb.clock.toHost(t))).toISOString());
+  return {
+    ...summary(sb, now),
+    udsPath: sb.udsPath,
+    socketPath: sb.socketPath,
+    source: sb.source,
+    probe: sb.probe,
+    connectedAt: sb.connectedAt ? new Date(sb.connectedAt).toISOString() : null,
+    disconnectedAt: sb.disconnectedAt && !sb.session ? new Date(sb.disconnectedAt).toISOString() : null,
+    target: status?.target ? { ...status.target, startedAt: guestToIso(status.target.startedAt), startedAtBootMs: status.target.startedAt } : null,
+    listener: status
+      ? { ...status.listener, since: guestToIso(status.listener.since), sinceBootMs: status.listener.since ?? null }
+      : null,
+    readiness: status
+      ? { reportsPhases: status.phases.reported, ready: status.phases.ready, readyAt: guestToIso(status.phases.readyAt) }
+      : null,
+    phases,
+    counters: sb.counters,
+  };
+}

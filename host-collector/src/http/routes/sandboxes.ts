@@ -1,0 +1,111 @@
+// /v1/sandboxes…: registration, state, readiness long-poll, event history.
+
+import type { FastifyInstance } from 'fastify';
+import { RegistryError, type Registry } from '../../collector/registry.js';
+import type { Sandbox, StateChange } from '../../collector/sandbox.js';
+import type { Store } from '../../collector/store.js';
+import { STATES, type SandboxState } from '../../collector/verdict.js';
+import { ApiError } from '../errors.js';
+import { detail, summary } from '../present.js';
+
+export const MAX_READINESS_WAIT_MS = 120_000;
+export const MAX_EVENTS_LIMIT = 1000;
+/** Readiness stops waiting in these states: the answer will not improve by itself soon. */
+const SETTLED: ReadonlySet<SandboxState> = new Set(['ready', 'stuck', 'exited']);
+
+function intParam(value: unknown, name: string, min: number, max: number, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) throw new ApiError('BAD_REQUEST', `${name} must be an integer in [${min}, ${max}]`);
+  return n;
+}
+
+export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Registry; store: Store }): Promise<void> {
+  const { registry, store } = opts;
+
+  const find = (id: string): Sandbox => {
+    const sb = registry.get(id);
+    if (!sb) throw new ApiError('NOT_FOUND', `no sandbox "${id.slice(0, 140)}"`);
+    return sb;
+  };
+
+  app.get('/v1/sandboxes', async (req) => {
+    const { state } = req.query as { state?: string };
+    if (state !== undefined && !(STATES as readonly string[]).includes(state)) {
+      throw new ApiError('BAD_REQUEST', `state must be one of ${STATES.join(', ')}`);
+    }
+    const now = Date.now();
+    const list = [...registry.sandboxes.values()].map((sb) => summary(sb, now)).filter((s) => !state || s.state === state);
+    return { sandboxes: list };
+  });
+
+  app.put('/v1/sandboxes/:id', async (req, reply) => {
+    const { id } = req.params as { id: string };
+    const body = req.body as { udsPath?: unknown } | null;
+    if (!body || typeof body.udsPath !== 'string') throw new ApiError('BAD_REQUEST', 'body must be {"udsPath": "<absolute path>"}');
+    try {
+      const { sandbox, created } = await registry.register(id, body.udsPath, 'api');
+      return reply.code(created ? 201 : 200).send(summary(sandbox));
+    } catch (err) {
+      if (err instanceof RegistryError) throw new ApiError(err.code, err.message);
+      throw err;
+    }
+  });
+
+  app.delete('/v1/sandboxes/:id', async (req, reply) => {
+    const { id } = req.params as { id: string };
+    if (!(await registry.unregister(id))) throw new ApiError('NOT_FOUND', `no sandbox "${id.slice(0, 140)}"`);
+    return reply.code(204).send();
+  });
+
+  app.get('/v1/sandboxes/:id', async (req) => {
+    const sb = find((req.params as { id: string }).id);
+    const after = store.lastEventId(sb.id, 'target.found');
+    const phases = store.events(sb.id, { kind: 'phase', after, limit: 500 }).map((e) => ({
+      ...(e.data as object),
+      generation: e.generation,
+      tGuest: e.tGuest,
+      at: new Date(e.tHost).toISOString(),
+    }));
+    return detail(sb, phases);
+  });
+
+  app.get('/v1/sandboxes/:id/readiness', async (req, reply) => {
+    const sb = find((req.params as { id: string }).id);
+    const wait = intParam((req.query as { wait?: string }).wait, 'wait', 0, MAX_READINESS_WAIT_MS, 0);
+    if (!SETTLED.has(sb.state) && wait > 0) {
+      await new Promise<void>((resolve) => {
+        const onState = (c: StateChange) => {
+          if (c.id === sb.id && SETTLED.has(c.state)) done();
+        };
+        const timer = setTimeout(done, wait);
+        req.raw.once('close', done);
+        registry.on('state', onState);
+        registry.once('removed', done);
+        function done() {
+          clearTimeout(timer);
+          registry.removeListener('state', onState);
+          registry.removeListener('removed', done);
+          req.raw.removeListener('close', done);
+          resolve();
+        }
+      });
+    }
+    const s = summary(sb);
+    if (s.state === 'ready') return { ready: true, state: s.state, reason: s.reason, generation: s.generation };
+    return reply.code(503).send({ ready: false, state: s.state, reason: s.reason, generation: s.generation });
+  });
+
+  app.get('/v1/sandboxes/:id/events', async (req) => {
+    const sb = find((req.params as { id: string }).id);
+    const q = req.query as { after?: string; kind?: string; limit?: string; generation?: string };
+    const after = intParam(q.after, 'after', 0, Number.MAX_SAFE_INTEGER, 0);
+    const limit = intParam(q.limit, 'limit', 1, MAX_EVENTS_LIMIT, 100);
+    const generation = q.generation === undefined ? undefined : intParam(q.generation, 'generation', 0, 2 ** 31, 0);
+    if (q.kind !== undefined && !/^[a-z.]{1,64}$/.test(q.kind)) throw new ApiError('BAD_REQUEST', 'kind must be like "phase" or "target."');
+    const events = store
+      .events(sb.id, { after, limit, ...(q.kind ? { kind: q.kind } : {}), ...(generation !== undefined ? { generation } : {}) })
+      .map((e) => ({ id: e.id, generation: e.generation, seq: e.seq, kind: e.kind, tGuest: e.tGuest, at: new Date(e.tHost).toISOString(), data: e.data }));
+    return { events, next: events.length ? events[events.length - 1]!.id : after };
+  });
+}

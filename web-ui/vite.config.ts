@@ -1,0 +1,9 @@
+import react from '@vitejs/plugin-react';
+import { defineConfig } from 'vite';
+
+export default defineConfig({
+  plugins: [react()],
+  build: { outDir: 'dist', emptyOutDir: true, chunkSizeWarningLimit: 800 },
+  // `vite` dev server: talk to a collector on the default address.
+  server: { proxy: { '/v1': 'http://127.0.0.1:7070', '/healthz': 'http://127.0.0.1:7070' } },
+});
