@@ -140,6 +140,7 @@ export class Probe {
     }
     const notify = this.notify;
     notify.on('message', (msg, pid) => {
+      this.target.hint(pid);
       const event = phaseEvent(msg, pid);
       if (event) this.emit(event);
       this.sampleSoon();

@@ -88,6 +88,16 @@ export class TargetWatcher {
     });
   }
 
+  /**
+   * A process just spoke to the notify socket: if the target is still unknown, look at that
+   * pid first (one stat read) instead of waiting for the next scan.
+   */
+  hint(pid: number): void {
+    if (this.tracked || this.childMode || this.opts.pidFile || pid <= 0) return;
+    const st = readPidStat(pid, this.opts.procRoot);
+    if (st && st.comm === this.opts.name.slice(0, 15)) this.adopt(pid);
+  }
+
   private find(): void {
     const now = this.now();
     const every = now - this.startedAt < FIND_FAST_PERIOD_MS ? FIND_FAST_MS : FIND_SLOW_MS;
@@ -95,7 +105,11 @@ export class TargetWatcher {
     this.lastFind = now;
     const { procRoot, pidFile, name } = this.opts;
     const pid = pidFile ? readPidFile(pidFile) : findProcessByName(name, procRoot);
-    if (pid === null) return;
+    if (pid !== null) this.adopt(pid);
+  }
+
+  private adopt(pid: number): void {
+    const { procRoot, pidFile, name } = this.opts;
     const st = readPidStat(pid, procRoot);
     if (!st || st.state === 'Z') return;
     this.tracked = { pid, startTimeTicks: st.startTimeTicks, child: false, lastState: '', lastThreads: -1, lastSampleAt: 0 };

@@ -4,6 +4,9 @@
 
 import type { ProbeEvent, ProbeStatus } from './events.js';
 
+/** Process start times come in 10 ms clock ticks; event times are as coarse at their anchor. */
+const CLOCK_SLACK_MS = 50;
+
 export function initialStatus(expectPort: number): ProbeStatus {
   return {
     target: null,
@@ -15,14 +18,18 @@ export function initialStatus(expectPort: number): ProbeStatus {
 /** Returns a new status (the input is not modified). */
 export function applyEvent(status: ProbeStatus, e: ProbeEvent): ProbeStatus {
   switch (e.kind) {
-    case 'target.found':
-      // A new target process (first start, or a restart by its supervisor): its phases
-      // and readiness start over, since they belong to the process that reported them.
+    case 'target.found': {
+      // A new target process (first start, or a restart by its supervisor): phases reported
+      // before it started belong to a previous process and start over. Phases since its start
+      // are its own: a fast target often reports them before the probe has found it.
+      const last = status.phases.last;
+      const own = last !== undefined && last.t >= e.startedAt - CLOCK_SLACK_MS;
       return {
         ...status,
         target: { pid: e.pid, name: e.name, startedAt: e.startedAt, source: e.source, alive: true },
-        phases: { reported: false, ready: false },
+        phases: own ? status.phases : { reported: false, ready: false },
       };
+    }
     case 'target.sample':
       if (!status.target || status.target.pid !== e.pid) return status;
       return { ...status, target: { ...status.target, threads: e.threads, rssKb: e.rssKb } };

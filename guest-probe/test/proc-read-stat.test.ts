@@ -1,0 +1,189 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readProcFile, readProcInto, procBuffer } from '../src/proc/read.js';
+import { CLOCK_TICKS, PAGE_SIZE, decodeExitCode, readPidStat } from '../src/proc/stat.js';
+import { readPidStatusFields } from '../src/proc/status.js';
+
+let root: string;
+
+/** A stat line with all 52 fields; `fields` overrides by proc(5) field number. */
+function statLine(pid: number, comm: string, fields: Record<number, string | number> = {}, count = 52): string {
+  const parts: string[] = [];
+  for (let f = 3; f <= count; f++) {
+    parts.push(String(fields[f] ?? (f === 3 ? 'S' : f === 29 ? '18446744073709551615' : f * 3)));
+  }
+  return `${pid} (${comm}) ${parts.join(' ')}\n`;
+}
+
+function writePid(pid: number, files: Record<string, string>): void {
+  mkdirSync(join(root, String(pid)), { recursive: true });
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(root, String(pid), name), text);
+}
+
+beforeAll(() => {
+  root = mkdtempSync(join(tmpdir(), 'proc-stat-'));
+});
+afterAll(() => {
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe('readProcFile', () => {
+  it('returns null for a missing file and throws other errors', () => {
+    expect(readProcFile(join(root, 'nope'))).toBeNull();
+    expect(readProcInto(join(root, 'nope'))).toBe(-1);
+    expect(() => readProcFile(root)).toThrow(/EISDIR/);
+  });
+
+  it('reads small, exactly-4096, large and very large files whole', () => {
+    for (const size of [0, 10, 4095, 4096, 4097, 70_000, 1_500_000]) {
+      const text = 'abcdefghij'.repeat(Math.ceil(size / 10)).slice(0, size);
+      const p = join(root, `f${size}`);
+      writeFileSync(p, text);
+      expect(readProcFile(p)).toBe(text);
+    }
+  });
+
+  it('does not grow the shared buffer for a file of exactly its size', () => {
+    const p = join(root, 'small');
+    writeFileSync(p, 'x');
+    readProcInto(p);
+    const cap = procBuffer().length;
+    const exact = join(root, 'exact');
+    writeFileSync(exact, 'y'.repeat(cap));
+    expect(readProcInto(exact)).toBe(cap);
+    expect(procBuffer().length).toBe(cap);
+  });
+
+  it('truncates at maxBytes', () => {
+    const p = join(root, 'trunc');
+    writeFileSync(p, '0123456789'.repeat(1000));
+    expect(readProcFile(p, 15)).toBe('012345678901234');
+    expect(readProcFile(p, 9000)?.length).toBe(9000);
+  });
+
+  it('reads the real /proc', () => {
+    expect(readProcFile('/proc/self/stat')).toMatch(/^\d+ \(/);
+    expect(readProcFile(`/proc/${process.pid}/status`)).toContain('VmRSS:');
+  });
+});
+
+describe('readPidStat (fixtures)', () => {
+  it('parses comm with spaces and parentheses using the last ")"', () => {
+    writePid(9000001, {
+      stat: statLine(9000001, '(weird) name)', { 4: 42, 14: 1234, 15: 56, 20: 7, 22: 987654321, 24: 2048, 52: 0 }),
+    });
+    expect(readPidStat(9000001, root)).toEqual({
+      pid: 9000001,
+      comm: '(weird) name)',
+      state: 'S',
+      ppid: 42,
+      utimeTicks: 1234,
+      stimeTicks: 56,
+      threads: 7,
+      startTimeTicks: 987654321,
+      rssPages: 2048,
+      exitCode: 0,
+    });
+  });
+
+  it('handles comm that looks like more fields', () => {
+    writePid(9000002, { stat: statLine(9000002, 'a) R 1 2 3 (b', { 3: 'R', 4: 9 }) });
+    const st = readPidStat(9000002, root);
+    expect(st?.comm).toBe('a) R 1 2 3 (b');
+    expect(st?.state).toBe('R');
+    expect(st?.ppid).toBe(9);
+  });
+
+  it('reads a zombie exit code (field 52)', () => {
+    writePid(9000003, { stat: statLine(9000003, 'dead', { 3: 'Z', 20: 1, 24: 0, 52: 3 << 8 }) });
+    const st = readPidStat(9000003, root);
+    expect(st?.state).toBe('Z');
+    expect(st?.exitCode).toBe(768);
+    expect(decodeExitCode(768)).toEqual({ code: 3, signal: null });
+    expect(decodeExitCode(9)).toEqual({ code: null, signal: 9 });
+  });
+
+  it('gives exitCode null on an old kernel without field 52', () => {
+    writePid(9000004, { stat: statLine(9000004, 'old', {}, 44) });
+    const st = readPidStat(9000004, root);
+    expect(st).not.toBeNull();
+    expect(st?.exitCode).toBeNull();
+    expect(st?.rssPages).toBe(24 * 3);
+  });
+
+  it('returns null for a gone process and for malformed stat', () => {
+    expect(readPidStat(9000099, root)).toBeNull();
+    writePid(9000005, { stat: '9000005 (no close paren S 1 2 3\n' });
+    expect(readPidStat(9000005, root)).toBeNull();
+    writePid(9000006, { stat: '9000006 (short) S 1 2\n' });
+    expect(readPidStat(9000006, root)).toBeNull();
+    writePid(9000007, { stat: statLine(9000007, 'junk', { 14: 'x1' }) });
+    expect(readPidStat(9000007, root)).toBeNull();
+    writePid(9000008, { stat: '' });
+    expect(readPidStat(9000008, root)).toBeNull();
+  });
+});
+
+describe('readPidStatusFields (fixtures)', () => {
+  it('reads VmRSS, RssAnon, RssFile and Threads', () => {
+    writePid(9000010, {
+      status:
+        'Name:\tx\nState:\tS (sleeping)\nVmPeak:\t  3060 kB\nVmRSS:\t    1616 kB\n' +
+        'RssAnon:\t     112 kB\nRssFile:\t    1504 kB\nRssShmem:\t       0 kB\nThreads:\t3\nSigQ:\t0/1\n',
+    });
+    expect(readPidStatusFields(9000010, root)).toEqual({
+      vmRssKb: 1616,
+      rssAnonKb: 112,
+      rssFileKb: 1504,
+      threads: 3,
+    });
+  });
+
+  it('gives nulls for a zombie (no Vm lines) and null when gone', () => {
+    writePid(9000011, { status: 'Name:\tz\nState:\tZ (zombie)\nThreads:\t1\n' });
+    expect(readPidStatusFields(9000011, root)).toEqual({
+      vmRssKb: null,
+      rssAnonKb: null,
+      rssFileKb: null,
+      threads: 1,
+    });
+    expect(readPidStatusFields(9000098, root)).toBeNull();
+  });
+});
+
+describe('live /proc', () => {
+  it('readPidStat(process.pid) is sane', () => {
+    const st = readPidStat(process.pid);
+    expect(st).not.toBeNull();
+    expect(st!.pid).toBe(process.pid);
+    expect(st!.comm.length).toBeGreaterThan(0);
+    expect(st!.comm.length).toBeLessThanOrEqual(15);
+    expect(st!.state).toMatch(/^[RS]$/);
+    expect(st!.ppid).toBe(process.ppid);
+    expect(st!.threads).toBeGreaterThanOrEqual(1);
+    expect(st!.rssPages * PAGE_SIZE).toBeGreaterThan(10 << 20);
+    expect(st!.exitCode).toBe(0);
+    const uptimeTicks = Number(readProcFile('/proc/uptime')!.split(' ')[0]) * CLOCK_TICKS;
+    expect(st!.startTimeTicks).toBeGreaterThan(0);
+    expect(st!.startTimeTicks).toBeLessThanOrEqual(uptimeTicks + 1);
+    const cpuTicks = st!.utimeTicks + st!.stimeTicks;
+    const cpu = process.cpuUsage();
+    expect(Math.abs(cpuTicks / CLOCK_TICKS - (cpu.user + cpu.system) / 1e6)).toBeLessThan(0.5);
+  });
+
+  it('readPidStatusFields(process.pid) agrees with process.memoryUsage', () => {
+    const s = readPidStatusFields(process.pid);
+    expect(s).not.toBeNull();
+    const rss = process.memoryUsage().rss / 1024;
+    expect(Math.abs(s!.vmRssKb! - rss) / rss).toBeLessThan(0.2);
+    expect(s!.rssAnonKb! + s!.rssFileKb!).toBeLessThanOrEqual(s!.vmRssKb!);
+    expect(s!.threads).toBeGreaterThanOrEqual(1);
+  });
+
+  it('returns null for a pid that does not exist', () => {
+    expect(readPidStat(4_194_305)).toBeNull();
+    expect(readPidStatusFields(4_194_305)).toBeNull();
+  });
+});

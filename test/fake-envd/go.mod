@@ -1,0 +1,3 @@
+module vsockdiag/fake-envd
+
+go 1.19

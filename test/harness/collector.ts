@@ -1,0 +1,133 @@
+// Runs a real collector process (the built bundle) for integration tests and benchmarks,
+// and talks to its API. The process is ours: stop() ends it by pid, SIGKILL if needed.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const COLLECTOR_BIN = path.join(ROOT, 'host-collector/dist/vsockdiag.js');
+export const PROBE_BIN = path.join(ROOT, 'guest-probe/dist/vsockdiag-probe.js');
+
+export function requireBuilt(): void {
+  for (const f of [COLLECTOR_BIN, PROBE_BIN]) {
+    if (!fs.existsSync(f)) throw new Error(`${path.relative(ROOT, f)} is missing: run "make build" first`);
+  }
+}
+
+export interface CollectorProcess {
+  url: string;
+  dataDir: string;
+  proc: ChildProcess;
+  /** Everything the collector logged (pino JSON lines on stderr). */
+  logs: () => string;
+  api: <T = any>(method: string, p: string, body?: unknown) => Promise<{ status: number; body: T }>;
+  stop: (signal?: NodeJS.Signals) => Promise<void>;
+}
+
+export async function startCollector(opts: { dataDir?: string; args?: string[]; port?: number } = {}): Promise<CollectorProcess> {
+  requireBuilt();
+  const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'vd-data-'));
+  const proc = spawn(
+    process.execPath,
+    [COLLECTOR_BIN, 'collector', '--http', `127.0.0.1:${opts.port ?? 0}`, '--data', dataDir, ...(opts.args ?? [])],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, VSOCKDIAG_LOG_LEVEL: 'debug' } },
+  );
+  let log = '';
+  proc.stderr!.setEncoding('utf8');
+  proc.stderr!.on('data', (d: string) => (log += d));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`collector did not start in 15 s:\n${log}`)), 15_000);
+    const onData = () => {
+      const m = /collector listening on (http:\/\/\S+) /.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        proc.stderr!.removeListener('data', onData);
+        resolve(m[1]!);
+      }
+    };
+    proc.stderr!.on('data', onData);
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`collector exited with ${code}:\n${log}`));
+    });
+  });
+  const api = async <T>(method: string, p: string, body?: unknown) => {
+    const res = await fetch(`${url}${p}`, {
+      method,
+      ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
+    });
+    const text = await res.text();
+    return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+  };
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+    proc.kill(signal);
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  };
+  return { url, dataDir, proc, logs: () => log, api, stop };
+}
+
+/** Polls `fn` until it returns a truthy value; fails with `what` and the last value after `timeoutMs`. */
+export async function waitFor<T>(what: string, fn: () => Promise<T> | T, timeoutMs = 15_000, everyMs = 25): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  for (;;) {
+    last = await fn();
+    if (last) return last as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Waits until the sandbox is in `state` and returns its detail. */
+export async function waitForState(c: CollectorProcess, id: string, state: string | string[], timeoutMs = 15_000): Promise<any> {
+  const want = Array.isArray(state) ? state : [state];
+  return waitFor(
+    `sandbox ${id} to be ${want.join('|')}`,
+    async () => {
+      const r = await c.api('GET', `/v1/sandboxes/${id}`);
+      return r.status === 200 && want.includes(r.body.state) ? r.body : null;
+    },
+    timeoutMs,
+  );
+}
+
+/** All events of a sandbox (paged). */
+export async function allEvents(c: CollectorProcess, id: string, kind?: string): Promise<any[]> {
+  const out: any[] = [];
+  let after = 0;
+  for (;;) {
+    const r = await c.api<{ events: any[]; next: number }>(
+      'GET',
+      `/v1/sandboxes/${id}/events?after=${after}&limit=1000${kind ? `&kind=${kind}` : ''}`,
+    );
+    out.push(...r.body.events);
+    if (r.body.events.length < 1000) return out;
+    after = r.body.next;
+  }
+}
+
+/** Runs the vsockdiag CLI against a collector; resolves with exit code and output. */
+export function cli(c: CollectorProcess, args: string[], timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [COLLECTOR_BIN, ...args], {
+      env: { ...process.env, VSOCKDIAG_URL: c.url },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
+    p.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

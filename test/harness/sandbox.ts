@@ -1,0 +1,180 @@
+// A simulated sandbox: what a Firecracker microVM looks like to vsockdiag, built from
+// processes. Each one gets
+//   - its own network and PID namespace (unshare, as root) with its own loopback, so the
+//     probe sees only this sandbox's processes and sockets, and envd binds :49983 without
+//     colliding with its neighbours;
+//   - an emulated Firecracker vsock device (firecracker.ts): the probe dials the guest's
+//     stand-in for "CID 2, port 52000" and the emulator connects to <udsPath>_52000 on the
+//     host, exactly as Firecracker does;
+//   - an init that starts the probe first, then the fake envd (or the probe wrapping it).
+// Without root (no namespaces) it falls back to plain processes with a distinct expected
+// port per sandbox. stop() ends every process it started, by pid, and removes its files.
+
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { DEFAULTS } from '@vsockdiag/proto';
+import { PROBE_BIN } from './collector.js';
+import { buildFakeEnvd } from './fake-envd.js';
+import { FirecrackerVsock, guestHostPath, guestListenPath } from './firecracker.js';
+
+let namespacesChecked: boolean | undefined;
+
+/** Can we make network + PID namespaces here (root, unshare present)? */
+export function namespacesAvailable(): boolean {
+  if (namespacesChecked === undefined) {
+    const r = spawnSync('unshare', ['--net', '--pid', '--fork', '--mount-proc', '--kill-child=SIGKILL', 'true'], { stdio: 'ignore' });
+    namespacesChecked = r.status === 0;
+  }
+  return namespacesChecked;
+}
+
+export interface SandboxOptions {
+  id: string;
+  /** Parent directory; the sandbox gets `<root>/<id>/`. Keep it short: socket paths are limited. */
+  root: string;
+  /** Arguments for the fake envd (e.g. ["-hang-in", "cgroup-manager"]). */
+  envd?: string[];
+  /** 'init': a shell init starts the probe, then envd. 'wrap': the probe starts envd (`-- envd`). */
+  mode?: 'init' | 'wrap';
+  /** Extra probe flags. */
+  probeArgs?: string[];
+  /** Use namespaces (default: when available). */
+  isolate?: boolean;
+  /** Extra delay before envd starts in init mode, after the probe's notify socket is up. */
+  envdDelayMs?: number;
+}
+
+export interface Sandbox {
+  id: string;
+  dir: string;
+  udsPath: string;
+  vm: FirecrackerVsock;
+  isolated: boolean;
+  expectPort: number;
+  proc: ChildProcess;
+  output: () => string;
+  /** Host pids of the sandbox's processes whose command line contains `needle`. */
+  pidsOf: (needle: string) => number[];
+  stop: () => Promise<void>;
+}
+
+function shq(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/** All descendants of `pid` (via /proc/<pid>/task/<tid>/children). */
+export function descendants(pid: number): number[] {
+  const out: number[] = [];
+  const stack = [pid];
+  while (stack.length) {
+    const p = stack.pop()!;
+    let tasks: string[] = [];
+    try {
+      tasks = fs.readdirSync(`/proc/${p}/task`);
+    } catch {
+      continue;
+    }
+    for (const t of tasks) {
+      let kids = '';
+      try {
+        kids = fs.readFileSync(`/proc/${p}/task/${t}/children`, 'utf8');
+      } catch {
+        continue;
+      }
+      for (const k of kids.split(' ').filter(Boolean)) {
+        out.push(Number(k));
+        stack.push(Number(k));
+      }
+    }
+  }
+  return out;
+}
+
+export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
+  const envdBin = await buildFakeEnvd();
+  const isolated = opts.isolate ?? namespacesAvailable();
+  const dir = path.join(opts.root, opts.id);
+  fs.mkdirSync(dir, { recursive: true });
+  const udsPath = path.join(dir, 'v.sock');
+  // Firecracker's own shutdown semantics (no half-close), not the friendlier default.
+  const vm = new FirecrackerVsock({ udsPath, guestDir: dir, halfClose: 'firecracker' });
+  await vm.start();
+  await vm.exposeHostPort(DEFAULTS.vsockPort);
+
+  const expectPort = isolated ? DEFAULTS.expectPort : await freePort();
+  const notify = path.join(dir, 'notify.sock');
+  const probe = [
+    process.execPath,
+    PROBE_BIN,
+    '--connect', `unix:${guestHostPath(dir, DEFAULTS.vsockPort)}`,
+    '--listen', `unix:${guestListenPath(dir, DEFAULTS.probePort)}`,
+    '--notify-socket', notify,
+    '--expect-port', String(expectPort),
+    '--target', 'fake-envd',
+    ...(opts.probeArgs ?? []),
+  ];
+  const envd = [envdBin, '-addr', isolated ? '0.0.0.0' : '127.0.0.1', '-port', String(expectPort), ...(opts.envd ?? [])];
+  const mode = opts.mode ?? 'init';
+  const lines = ['set -e'];
+  if (isolated) lines.push('ip link set lo up');
+  lines.push('set +e');
+  if (mode === 'wrap') {
+    lines.push(`exec ${[...probe, '--', ...envd].map(shq).join(' ')}`);
+  } else {
+    lines.push(`${probe.map(shq).join(' ')} &`);
+    // Like a unit ordered after the probe: start envd once the probe's notify socket is up
+    // (at most 5 s), so no phase marker is sent into the void.
+    lines.push(`i=0; while [ ! -S ${shq(notify)} ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done`);
+    if (opts.envdDelayMs) lines.push(`sleep ${(opts.envdDelayMs / 1000).toFixed(3)}`);
+    lines.push(`NOTIFY_SOCKET=${shq(notify)} ${envd.map(shq).join(' ')} &`);
+    lines.push('wait');
+  }
+  const script = path.join(dir, 'init.sh');
+  fs.writeFileSync(script, `${lines.join('\n')}\n`);
+  const argv = isolated
+    ? ['unshare', '--net', '--pid', '--fork', '--mount-proc', '--kill-child=SIGKILL', '--', 'sh', script]
+    : ['setsid', 'sh', script];
+  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  proc.stdout!.on('data', (d) => (output += d));
+  proc.stderr!.on('data', (d) => (output += d));
+
+  const pidsOf = (needle: string) =>
+    descendants(proc.pid!).filter((p) => {
+      try {
+        return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(needle);
+      } catch {
+        return false;
+      }
+    });
+
+  const stop = async () => {
+    // Everything we started descends from proc: kill the tree by pid, deepest last seen first.
+    const pids = [...descendants(proc.pid!), proc.pid!];
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+      for (const p of pids) {
+        try {
+          process.kill(p, 'SIGKILL');
+        } catch {
+          /* already gone */
+        }
+      }
+      await exited;
+    }
+    await vm.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+
+  return { id: opts.id, dir, udsPath, vm, isolated, expectPort, proc, output: () => output, pidsOf, stop };
+}
