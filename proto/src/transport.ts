@@ -61,7 +61,11 @@ export interface ListenOptions {
   replaceStale?: boolean;
 }
 
-/** Listens and resolves once bound. Closing the server removes its Unix socket file. */
+/**
+ * Listens and resolves once bound. To stop, call server.close() and do not wait for its
+ * callback unless every accepted connection will end too: libuv removes a Unix socket's
+ * file as soon as the listener closes, while the callback waits for the connections.
+ */
 export async function listen(
   address: Address | string,
   onConnection: (socket: net.Socket) => void,
@@ -87,17 +91,6 @@ export async function listen(
     if (await isLive(a.path)) throw err;
     fs.rmSync(a.path, { force: true });
     await bind();
-  }
-  if (a.kind === 'unix') {
-    // Only remove the file if it is still ours (a successor may have replaced it).
-    const { ino } = fs.statSync(a.path);
-    server.once('close', () => {
-      try {
-        if (fs.statSync(a.path).ino === ino) fs.rmSync(a.path, { force: true });
-      } catch {
-        /* already gone */
-      }
-    });
   }
   return server;
 }

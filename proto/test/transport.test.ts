@@ -32,12 +32,18 @@ async function roundTrip(address: string): Promise<string> {
 }
 
 describe('transport', () => {
-  it('dials and listens on unix sockets, and removes the file on close', async () => {
+  it('dials and listens on unix sockets; closing removes the file at once, open connections live on', async () => {
     const p = path.join(tmp(), 's.sock');
     const server = await listen(`unix:${p}`, echo);
     expect(await roundTrip(`unix:${p}`)).toBe('ping');
-    await new Promise((r) => server.close(r));
+    const held = await dial(`unix:${p}`);
+    server.close();
     expect(fs.existsSync(p)).toBe(false);
+    const reply = new Promise((r) => held.once('data', (d) => r(d.toString())));
+    held.write('still here');
+    expect(await reply).toBe('still here');
+    held.destroy();
+    await expect(dial(`unix:${p}`)).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it('dials and listens on loopback tcp', async () => {
@@ -52,7 +58,7 @@ describe('transport', () => {
     // A stale socket: bound then the process "crashed" (fd closed, file left behind).
     const first = await listen(`unix:${p}`, echo);
     fs.linkSync(p, `${p}.keep`);
-    await new Promise((r) => first.close(r));
+    first.close();
     fs.renameSync(`${p}.keep`, p);
     expect(fs.existsSync(p)).toBe(true);
     await expect(listen(`unix:${p}`, echo)).rejects.toMatchObject({ code: 'EADDRINUSE' });

@@ -83,17 +83,18 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.session?.close('sandbox unregistered', null);
-    const server = this.server;
+    // Stop accepting now; the session's own connection was closed just above.
+    this.server?.close();
     this.server = null;
-    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
   /** The restore moved Firecracker's socket (vsock_override): listen at the new place. */
   async move(udsPath: string): Promise<void> {
-    const old = this.server;
-    this.udsPath = udsPath;
+    // The live session (if any) stays: it is a connection, not the listener, and the restore
+    // that moved the socket resets it anyway.
+    this.server?.close();
     this.server = null;
-    if (old) await new Promise<void>((resolve) => old.close(() => resolve()));
+    this.udsPath = udsPath;
     await this.startListening();
   }
 

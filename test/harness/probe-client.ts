@@ -1,0 +1,130 @@
+// A light, in-process probe speaking the real protocol over a Unix socket: no /proc, no
+// sampling. Tests use it where they need exact control of what a "guest" says (clones that
+// share one memory, hostile peers), and benchmarks use it to simulate thousands of probes.
+
+import net from 'node:net';
+import {
+  FrameDecoder,
+  PROTOCOL_VERSION,
+  decodeCollectorMessage,
+  encodeMessage,
+  initialStatus,
+  type CollectorMessage,
+  type EventBody,
+  type Hello,
+  type ProbeEvent,
+  type ProbeMessage,
+} from '@vsockdiag/proto';
+
+export interface ProbeClientOptions {
+  path: string;
+  instanceId?: string;
+  generation?: number;
+  lastSeq?: number;
+  status?: Hello['status'];
+  sinceBootMs?: () => number;
+  /** Send heartbeats this often (the collector closes a session silent for 5 s). */
+  heartbeatMs?: number;
+}
+
+export class ProbeClient {
+  socket: net.Socket | null = null;
+  acked = 0;
+  welcomeAck: number | null = null;
+  received: CollectorMessage[] = [];
+  closed: Promise<void> = Promise.resolve();
+  seq: number;
+  private waiters: Array<() => void> = [];
+
+  constructor(private readonly opts: ProbeClientOptions) {
+    this.seq = opts.lastSeq ?? 0;
+  }
+
+  private get sinceBoot(): number {
+    return this.opts.sinceBootMs?.() ?? performance.now();
+  }
+
+  /** Connects and says hello; resolves with the collector's welcome ack. */
+  async connect(): Promise<number> {
+    const socket = net.connect({ path: this.opts.path });
+    this.socket = socket;
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', resolve);
+      socket.once('error', reject);
+    });
+    this.closed = new Promise((r) => socket.once('close', () => r()));
+    const decoder = new FrameDecoder((body) => {
+      const m = decodeCollectorMessage(body);
+      this.received.push(m);
+      if (m.type === 'welcome') this.welcomeAck = this.acked = m.ack;
+      if (m.type === 'ack') this.acked = Math.max(this.acked, m.seq);
+      for (const w of this.waiters.splice(0)) w();
+    });
+    socket.on('data', (d: Buffer) => decoder.push(d));
+    socket.on('error', () => {});
+    if (this.opts.heartbeatMs) {
+      const timer = setInterval(() => this.heartbeat(), this.opts.heartbeatMs);
+      socket.once('close', () => clearInterval(timer));
+    }
+    const hello: ProbeMessage = {
+      type: 'hello',
+      protocol: PROTOCOL_VERSION,
+      probeVersion: 'test-client',
+      instanceId: this.opts.instanceId ?? 'feedfacecafebeef',
+      generation: this.opts.generation ?? 1,
+      bootId: 'test-boot',
+      clocks: { wallMs: Date.now(), sinceBootMs: this.sinceBoot },
+      lastSeq: this.seq,
+      config: { target: 'envd', expectPort: 49983 },
+      status: this.opts.status ?? initialStatus(49983),
+    };
+    this.send(hello);
+    await this.until(() => this.welcomeAck !== null, 5000, 'welcome');
+    return this.welcomeAck!;
+  }
+
+  send(m: ProbeMessage): boolean {
+    return this.socket!.write(encodeMessage(m));
+  }
+
+  /** Numbers and sends events; returns the last seq used. */
+  events(bodies: EventBody[], firstSeq = this.seq + 1): number {
+    const t = this.sinceBoot;
+    const events = bodies.map((b, i) => ({ ...b, seq: firstSeq + i, t }) as ProbeEvent);
+    this.seq = firstSeq + bodies.length - 1;
+    this.send({ type: 'events', events });
+    return this.seq;
+  }
+
+  heartbeat(): void {
+    this.send({ type: 'heartbeat', sinceBootMs: this.sinceBoot });
+  }
+
+  waitAcked(seq: number, timeoutMs = 5000): Promise<void> {
+    return this.until(() => this.acked >= seq, timeoutMs, `ack ${seq}`);
+  }
+
+  until(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
+    if (cond()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no ${what} within ${timeoutMs} ms`)), timeoutMs);
+      const check = () => {
+        if (cond()) {
+          clearTimeout(timer);
+          resolve();
+        } else this.waiters.push(check);
+      };
+      this.waiters.push(check);
+      this.socket?.once('close', () => {
+        if (!cond()) {
+          clearTimeout(timer);
+          reject(new Error(`connection closed before ${what}`));
+        }
+      });
+    });
+  }
+
+  close(): void {
+    this.socket?.destroy();
+  }
+}
