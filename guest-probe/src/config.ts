@@ -54,7 +54,9 @@ const envName = (name: string) => `VSOCKDIAG_${name.toUpperCase().replace(/-/g, 
 /** vsockdiag.key=value pairs from a kernel command line (dashes or underscores). */
 export function parseKernelCmdline(text: string): Map<string, string> {
   const out = new Map<string, string>();
-  for (const word of text.trim().split(/\s+/)) {
+  // Words as the kernel splits them (lib/cmdline.c next_arg): blanks inside double quotes
+  // do not end a word, so vsockdiag.pid_file="/run/my dir/x.pid" is one parameter.
+  for (const [word] of text.matchAll(/(?:[^\s"]|"[^"]*"?)+/g)) {
     if (!word.startsWith('vsockdiag.')) continue;
     const eq = word.indexOf('=');
     if (eq < 0) continue;
@@ -66,7 +68,14 @@ export function parseKernelCmdline(text: string): Map<string, string> {
   return out;
 }
 
-function validate(name: OptionName, value: string): void {
+const WHERE: Record<Source, (name: string) => string> = {
+  flag: (name) => `--${name}`,
+  env: (name) => `${envName(name)} (environment)`,
+  cmdline: (name) => `vsockdiag.${name} (kernel command line)`,
+  default: (name) => `--${name} default`,
+};
+
+function validate(name: OptionName, value: string, source: Source): void {
   const kind: Kind = OPTIONS[name].kind;
   try {
     if (kind === 'address' && value !== 'off') parseAddress(value);
@@ -75,7 +84,7 @@ function validate(name: OptionName, value: string): void {
     }
     if (kind === 'port' && !(/^\d+$/.test(value) && Number(value) <= 65535)) throw new Error('must be 0..65535');
   } catch (err) {
-    throw new ConfigError(`--${name}: ${(err as Error).message}`);
+    throw new ConfigError(`${WHERE[source](name)}: ${(err as Error).message}`);
   }
 }
 
@@ -123,7 +132,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
       ['default', OPTIONS[name].def],
     ];
     const [source, value] = candidates.find(([, v]) => v !== undefined) as [Source, string];
-    validate(name, value);
+    validate(name, value, source);
     raw[name] = value;
     sources[name] = source;
   }

@@ -2,7 +2,7 @@
 // readiness are kept in `fields`; datagrams carrying nothing worth recording (systemd's
 // BARRIER=1 handshake, watchdog pings) are ignored.
 
-import type { EventBody } from '@vsockdiag/proto';
+import { MAX_FIELD_KEY, type EventBody } from '@vsockdiag/proto';
 import type { NotifyMessage } from './notify/parse.js';
 
 const KNOWN = new Set(['PHASE', 'STATUS', 'READY', 'STOPPING']);
@@ -12,7 +12,8 @@ export function phaseEvent(msg: NotifyMessage, pid: number): EventBody | null {
   const extra: Record<string, string> = {};
   let extras = 0;
   for (const [k, v] of Object.entries(msg.fields)) {
-    if (KNOWN.has(k) || NOISE.has(k)) continue;
+    // A longer key would fail the event schema; such keys are dropped, not the marker.
+    if (KNOWN.has(k) || NOISE.has(k) || k.length > MAX_FIELD_KEY) continue;
     extra[k] = v;
     extras++;
   }

@@ -10,8 +10,10 @@ import fs from 'node:fs';
 import type net from 'node:net';
 import path from 'node:path';
 import {
+  MAX_TEXT,
   PROTOCOL_VERSION,
   applyEvent,
+  eventSchema,
   initialStatus,
   listen,
   type CollectorMessage,
@@ -72,6 +74,15 @@ export class Probe {
 
   /** Records one observation: numbered, stamped, applied to the status, sent soon. */
   emit(body: EventBody): void {
+    // The collector rejects a batch holding one event that breaks the schema, and the probe
+    // would resend it forever: check here, with the same schema, before it enters the ring.
+    try {
+      eventSchema.parse({ ...body, seq: 1, t: 0 });
+    } catch (err) {
+      const message = `dropped a ${body.kind} event that breaks the protocol schema: ${(err as Error).message}`;
+      this.log('warn', message);
+      body = { kind: 'probe.notice', level: 'warn', message: message.slice(0, MAX_TEXT) };
+    }
     const event = this.ring.push(body, this.clock.sinceBootMs());
     this.status = applyEvent(this.status, event);
     this.link.flush();

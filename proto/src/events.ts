@@ -3,7 +3,7 @@
 // host can place events on its own clock (see host-collector clock mapping).
 
 import * as s from './schema.js';
-import { MAX_NAME, MAX_TEXT } from './limits.js';
+import { MAX_FIELDS, MAX_FIELD_KEY, MAX_NAME, MAX_TEXT } from './limits.js';
 
 const pid = s.int({ min: 1, max: 0x3fffffff });
 const port = s.int({ min: 0, max: 65535 });
@@ -59,7 +59,7 @@ const eventShapes = {
     ready: s.optional(s.boolean()),
     stopping: s.optional(s.boolean()),
     pid: s.optional(pid),
-    fields: s.optional(s.record(text, { maxKeys: 64, maxKeyLength: 64 })),
+    fields: s.optional(s.record(text, { maxKeys: MAX_FIELDS, maxKeyLength: MAX_FIELD_KEY })),
   },
   /** Something about the probe itself worth keeping (a rejected datagram, a fallback). */
   'probe.notice': {

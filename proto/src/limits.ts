@@ -12,6 +12,9 @@ export const MAX_EVENTS_PER_BATCH = 256;
 export const MAX_TEXT = 4096;
 /** Bound for names (phases, processes, keys). */
 export const MAX_NAME = 256;
+/** Free-form fields of a phase marker: how many, and how long a key may be. */
+export const MAX_FIELDS = 64;
+export const MAX_FIELD_KEY = 64;
 /** sd_notify datagrams above this are rejected (systemd uses the same order of size). */
 export const MAX_NOTIFY_DATAGRAM = 4096;
 

@@ -84,7 +84,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&cfg.crashIn, "crash-in", "", "crash inside this `PHASE`")
 	fs.StringVar(&cfg.crashMode, "crash-mode", "exit", "how -crash-in crashes: exit (status 1) or panic (status 2)")
 	fs.DurationVar(&cfg.slow, "slow", 2*time.Millisecond, "time each phase takes")
-	fs.Var(cfg.slowPhase, "slow-phase", "`NAME=DURATION`: time one phase takes (repeatable)")
+	fs.Var(cfg.slowPhase, "slow-phase", "time one phase takes, as `NAME=DURATION` (repeatable; overrides -slow)")
 	fs.BoolVar(&cfg.listenFirst, "listen-first", false, "bind and serve before all other phases; READY=1 still comes after the last phase")
 	fs.BoolVar(&cfg.noAccept, "no-accept", false, "bind the TCP listener but never accept")
 	fs.BoolVar(&cfg.noNotify, "no-notify", false, "never write to $NOTIFY_SOCKET")

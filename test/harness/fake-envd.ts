@@ -53,6 +53,13 @@ export async function buildFakeEnvd(): Promise<string> {
 }
 
 async function doBuild(): Promise<string> {
+  // Check the sources first, so a missing folder is not mistaken for a missing `go`
+  // (spawn reports a bad cwd as ENOENT too).
+  const hasGoMod = await stat(path.join(fakeEnvdDir, 'go.mod')).then(
+    (s) => s.isFile(),
+    () => false,
+  );
+  if (!hasGoMod) throw new Error(`buildFakeEnvd: no Go module at ${fakeEnvdDir} (go.mod missing)`);
   if (!(await needsBuild())) return fakeEnvdBinary;
 
   const goBin = process.env.GO || 'go';
@@ -110,16 +117,31 @@ async function needsBuild(): Promise<boolean> {
   return false;
 }
 
-/** Whether Go's default cache location ($XDG_CACHE_HOME or $HOME/.cache) can be written. */
+/**
+ * Whether Go's default cache location ($XDG_CACHE_HOME or $HOME/.cache) is usable,
+ * i.e. exists as a writable directory or can be created.
+ */
 async function defaultGoCacheUsable(): Promise<boolean> {
   const home = process.env.HOME || os.homedir();
   const base = process.env.XDG_CACHE_HOME || (home ? path.join(home, '.cache') : '');
-  if (!base) return false;
+  return path.isAbsolute(base) && ensureWritableDir(base);
+}
+
+/** mkdir -p that reports failure instead of throwing (and never loops: no recursive mkdir). */
+async function ensureWritableDir(dir: string): Promise<boolean> {
   try {
-    await mkdir(base, { recursive: true });
-    await access(base, fsConstants.W_OK);
+    if (!(await stat(dir)).isDirectory()) return false;
+    await access(dir, fsConstants.W_OK);
     return true;
-  } catch {
-    return false;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return false;
   }
+  const parent = path.dirname(dir);
+  if (parent === dir || !(await ensureWritableDir(parent))) return false;
+  try {
+    await mkdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return false;
+  }
+  return true;
 }

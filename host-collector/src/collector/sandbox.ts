@@ -61,6 +61,8 @@ export class Sandbox extends EventEmitter implements SessionHost {
   ) {
     super();
     this.generation = generation;
+    // Every readiness long-poll on this sandbox listens here; there is no fixed bound.
+    this.setMaxListeners(0);
   }
 
   get socketPath(): string {
@@ -83,6 +85,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.session?.close('sandbox unregistered', null);
+    this.emit('removed');
     // Stop accepting now; the session's own connection was closed just above.
     this.server?.close();
     this.server = null;

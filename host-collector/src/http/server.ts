@@ -3,7 +3,13 @@
 // handler's {"error": {"code", "message"}}.
 
 import { timingSafeEqual } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Logger } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
@@ -22,8 +28,17 @@ export interface HttpOptions {
 export function buildHttp(opts: HttpOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.log as FastifyBaseLogger,
-    disableRequestLogging: true,
+    // Per-request log lines would drown the collector's own at hundreds of requests a second.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 64 * 1024,
+    // Sandbox ids may be 128 characters (SANDBOX_ID_PATTERN); the router's default limit of
+    // 100 answered valid longer ids with 414 before any route ran.
+    routerOptions: { maxParamLength: 256 },
+    // Errors the router raises before any route (bad percent-encoding, an overlong
+    // parameter) bypass setErrorHandler: keep them in the API's error shape too.
+    frameworkErrors: (err, _req, reply) => {
+      void (reply as FastifyReply).code(err.statusCode ?? 400).send({ error: { code: 'BAD_REQUEST', message: err.message } });
+    },
   }) as unknown as FastifyInstance;
 
   if (opts.token) {

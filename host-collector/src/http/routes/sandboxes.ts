@@ -76,16 +76,16 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
     if (!SETTLED.has(sb.state) && wait > 0) {
       await new Promise<void>((resolve) => {
         const onState = (c: StateChange) => {
-          if (c.id === sb.id && SETTLED.has(c.state)) done();
+          if (SETTLED.has(c.state)) done();
         };
         const timer = setTimeout(done, wait);
         req.raw.once('close', done);
-        registry.on('state', onState);
-        registry.once('removed', done);
+        sb.on('state', onState);
+        sb.once('removed', done);
         function done() {
           clearTimeout(timer);
-          registry.removeListener('state', onState);
-          registry.removeListener('removed', done);
+          sb.removeListener('state', onState);
+          sb.removeListener('removed', done);
           req.raw.removeListener('close', done);
           resolve();
         }

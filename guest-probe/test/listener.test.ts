@@ -1,0 +1,170 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import type { EventBody, EventOf } from '@vsockdiag/proto';
+import { ListenerWatcher } from '../src/listener.js';
+
+const servers: net.Server[] = [];
+const children: ChildProcess[] = [];
+
+function listenOn(port: number, host = '127.0.0.1'): Promise<net.Server> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen({ port, host, exclusive: true }, () => {
+      servers.push(server);
+      resolve(server);
+    });
+  });
+}
+
+function close(server: net.Server): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+const portOf = (server: net.Server) => (server.address() as net.AddressInfo).port;
+
+/** A free port: bind port 0, note the port, close. */
+async function freePort(): Promise<number> {
+  const s = await listenOn(0);
+  const port = portOf(s);
+  await close(s);
+  return port;
+}
+
+function watcher(port: number, targetPid: () => number | null = () => process.pid) {
+  const events: EventBody[] = [];
+  const w = new ListenerWatcher({ port, procRoot: '/proc', emit: (e) => events.push(e), targetPid });
+  const tick = (): EventBody[] => {
+    const before = events.length;
+    w.tick();
+    return events.slice(before);
+  };
+  return { w, events, tick };
+}
+
+afterEach(async () => {
+  for (const c of children.splice(0)) c.kill('SIGKILL');
+  for (const s of servers.splice(0)) if (s.listening) await close(s);
+});
+
+describe('ListenerWatcher (live /proc)', () => {
+  it('reports nothing while the port is free', async () => {
+    const port = await freePort();
+    const { tick } = watcher(port);
+    expect(tick()).toEqual([]);
+    expect(tick()).toEqual([]);
+  });
+
+  it('reports bound (with our pid and the port), unbound, and bound again with a new inode', async () => {
+    const port = await freePort();
+    const { tick } = watcher(port);
+    expect(tick()).toEqual([]);
+
+    const s1 = await listenOn(port);
+    const first = tick();
+    expect(first).toHaveLength(1);
+    const bound1 = first[0] as EventOf<'listener.bound'>;
+    expect(bound1).toMatchObject({ kind: 'listener.bound', port, address: '127.0.0.1', pid: process.pid, acceptQueue: 0 });
+    expect(bound1.inode).toBeGreaterThan(0);
+    // Steady: no repeat.
+    expect(tick()).toEqual([]);
+    expect(tick()).toEqual([]);
+
+    await close(s1);
+    expect(tick()).toEqual([{ kind: 'listener.unbound', port }]);
+    expect(tick()).toEqual([]);
+
+    await listenOn(port);
+    const again = tick();
+    expect(again).toHaveLength(1);
+    const bound2 = again[0] as EventOf<'listener.bound'>;
+    expect(bound2).toMatchObject({ kind: 'listener.bound', port, pid: process.pid });
+    expect(bound2.inode).toBeGreaterThan(0);
+    expect(bound2.inode).not.toBe(bound1.inode);
+  });
+
+  it('ignores a listener on another port', async () => {
+    const port = await freePort();
+    const other = await listenOn(0);
+    expect(portOf(other)).not.toBe(port);
+    const { tick } = watcher(port);
+    expect(tick()).toEqual([]);
+    // Both: only the watched port is reported.
+    await listenOn(port);
+    const out = tick();
+    expect(out).toEqual([expect.objectContaining({ kind: 'listener.bound', port })]);
+  });
+
+  it('ignores a connected (non-LISTEN) socket on the port', async () => {
+    const server = await listenOn(0);
+    const port = portOf(server);
+    const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
+    const client = net.connect(port, '127.0.0.1');
+    await new Promise<void>((resolve) => client.once('connect', () => resolve()));
+    const peer = await accepted;
+    try {
+      const { tick } = watcher(port);
+      expect(tick()).toHaveLength(1); // the listener
+      // Stop listening; the accepted connection (local port = port, ESTABLISHED) lives on.
+      const closed = close(server);
+      await new Promise((r) => setImmediate(r));
+      expect(server.listening).toBe(false);
+      expect(tick()).toEqual([{ kind: 'listener.unbound', port }]);
+      expect(tick()).toEqual([]);
+      peer.destroy();
+      client.destroy();
+      await closed;
+    } finally {
+      client.destroy();
+      peer.destroy();
+    }
+  });
+
+  it('finds the owner by scanning every process when the target pid does not own it', async () => {
+    const port = await freePort();
+    await listenOn(port);
+    let asked = 0;
+    const { tick } = watcher(port, () => {
+      asked++;
+      return 1; // init does not hold our socket
+    });
+    const out = tick();
+    expect(asked).toBe(1);
+    expect(out[0]).toMatchObject({ kind: 'listener.bound', port, pid: process.pid });
+  });
+
+  it('finds the owner when no target is known yet', async () => {
+    const port = await freePort();
+    await listenOn(port);
+    const { tick } = watcher(port, () => null);
+    expect(tick()[0]).toMatchObject({ kind: 'listener.bound', port, pid: process.pid });
+  });
+
+  it('reports the owner pid and accept queue of another process that does not accept', async () => {
+    // A listener in another process that never calls accept(): connections pile up in its queue.
+    const py = spawn('python3', [
+      '-c',
+      'import socket,sys,time\n' +
+        's=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(8)\n' +
+        'print(s.getsockname()[1], flush=True)\n' +
+        'time.sleep(30)\n',
+    ], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(py);
+    const port = await new Promise<number>((resolve, reject) => {
+      py.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
+      py.once('error', reject);
+    });
+    const clients = [net.connect(port, '127.0.0.1'), net.connect(port, '127.0.0.1')];
+    await Promise.all(clients.map((c) => new Promise<void>((resolve) => c.once('connect', () => resolve()))));
+    try {
+      const { tick } = watcher(port); // the "target" (us) does not own it: found by a scan
+      const out = tick();
+      expect(out).toEqual([
+        expect.objectContaining({ kind: 'listener.bound', port, address: '127.0.0.1', pid: py.pid, acceptQueue: 2 }),
+      ]);
+    } finally {
+      clients.forEach((c) => c.destroy());
+    }
+  });
+});

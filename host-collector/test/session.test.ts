@@ -1,0 +1,480 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  FrameDecoder,
+  MAX_FRAME_BYTES,
+  PROTOCOL_VERSION,
+  decodeCollectorMessage,
+  encodeMessage,
+  frame,
+  type CollectorMessage,
+  type Hello,
+  type ProbeEvent,
+  type ProbeMessage,
+} from '@vsockdiag/proto';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { BudgetLimits } from '../src/collector/budget.js';
+import { Session, type SessionHost } from '../src/collector/session.js';
+
+const log = pino({ level: 'silent' });
+
+const hello: Hello = {
+  type: 'hello',
+  protocol: PROTOCOL_VERSION,
+  probeVersion: '0.1.0',
+  instanceId: '0123456789abcdef',
+  generation: 1,
+  bootId: 'b0d5e1d0-0000-4000-8000-000000000000',
+  clocks: { wallMs: 1_700_000_000_000, sinceBootMs: 1234.5 },
+  lastSeq: 0,
+  config: { target: 'envd', expectPort: 49983 },
+  status: { target: null, listener: { port: 49983, bound: false }, phases: { reported: false, ready: false } },
+};
+
+const phase = (seq: number): ProbeEvent => ({ kind: 'phase', seq, t: 1000 + seq, name: `p${seq}` });
+const events = (...seqs: number[]): ProbeMessage => ({ type: 'events', events: seqs.map(phase) });
+
+interface Closed {
+  reason: string;
+  code: string | null;
+}
+
+/** A SessionHost that records every call; the test decides when stores "commit". */
+class FakeHost implements SessionHost {
+  ack = 0;
+  hellos: Hello[] = [];
+  batches: Array<{ events: ProbeEvent[]; done: (err: Error | null) => void }> = [];
+  gaps: Array<[number, number]> = [];
+  heartbeats: number[] = [];
+  closes: Closed[] = [];
+  private waiters: Array<() => void> = [];
+
+  onHello(_s: Session, h: Hello): number {
+    this.hellos.push(h);
+    this.wake();
+    return this.ack;
+  }
+  onEvents(_s: Session, ev: ProbeEvent[], done: (err: Error | null) => void): void {
+    this.batches.push({ events: ev, done });
+    this.wake();
+  }
+  onGap(_s: Session, from: number, to: number): void {
+    this.gaps.push([from, to]);
+    this.wake();
+  }
+  onHeartbeat(_s: Session, sinceBootMs: number): void {
+    this.heartbeats.push(sinceBootMs);
+    this.wake();
+  }
+  onClose(_s: Session, reason: string, code: string | null): void {
+    this.closes.push({ reason, code });
+    this.wake();
+  }
+
+  /** Resolves once `cond` holds (checked after every host call), or fails after 5 s. */
+  until(cond: () => boolean, what: string): Promise<void> {
+    if (cond()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), 5000);
+      const check = () => {
+        if (cond()) {
+          clearTimeout(timer);
+          resolve();
+        } else this.waiters.push(check);
+      };
+      this.waiters.push(check);
+    });
+  }
+
+  async closed(): Promise<Closed> {
+    await this.until(() => this.closes.length > 0, 'session close');
+    return this.closes[0]!;
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+}
+
+/** The probe's end: decodes what the collector sends. */
+class Probe {
+  readonly received: CollectorMessage[] = [];
+  ended = false;
+  private waiters: Array<() => void> = [];
+  private readonly decoder = new FrameDecoder((body) => {
+    this.received.push(decodeCollectorMessage(body));
+    this.wake();
+  });
+
+  constructor(readonly socket: net.Socket) {
+    socket.on('data', (d: Buffer) => this.decoder.push(d));
+    socket.on('close', () => {
+      this.ended = true;
+      this.wake();
+    });
+    socket.on('error', () => {
+      /* the collector may reset us */
+    });
+  }
+
+  send(m: ProbeMessage): void {
+    this.socket.write(encodeMessage(m));
+  }
+
+  raw(b: Buffer): void {
+    this.socket.write(b);
+  }
+
+  /** Messages other than heartbeats. */
+  get messages(): CollectorMessage[] {
+    return this.received.filter((m) => m.type !== 'heartbeat');
+  }
+
+  until(cond: () => boolean, what: string): Promise<void> {
+    if (cond()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), 5000);
+      const check = () => {
+        if (cond()) {
+          clearTimeout(timer);
+          resolve();
+        } else this.waiters.push(check);
+      };
+      this.waiters.push(check);
+    });
+  }
+
+  async next(type: CollectorMessage['type']): Promise<CollectorMessage> {
+    await this.until(() => this.received.some((m) => m.type === type), type);
+    return this.received.find((m) => m.type === type)!;
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+}
+
+const cleanup: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  while (cleanup.length) await cleanup.pop()!();
+});
+
+async function connect(opts: { ack?: number; budget?: BudgetLimits } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-sess-'));
+  const sock = path.join(dir, 'c.sock');
+  const host = new FakeHost();
+  host.ack = opts.ack ?? 0;
+  const sessions: Session[] = [];
+  const server = net.createServer((s) => sessions.push(new Session(s, host, log, opts.budget)));
+  await new Promise<void>((resolve) => server.listen(sock, resolve));
+  const client = net.connect(sock);
+  await new Promise<void>((resolve, reject) => {
+    client.once('connect', resolve);
+    client.once('error', reject);
+  });
+  const probe = new Probe(client);
+  cleanup.push(async () => {
+    client.destroy();
+    for (const s of sessions) s.close('test over', null);
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return { host, probe, sessions };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('Session: hello', () => {
+  it('answers hello with a welcome carrying the ack from onHello', async () => {
+    const { host, probe, sessions } = await connect({ ack: 7 });
+    probe.send(hello);
+    const welcome = await probe.next('welcome');
+    expect(welcome).toMatchObject({ type: 'welcome', ack: 7 });
+    expect((welcome as { hostWallMs: number }).hostWallMs).toBeGreaterThan(Date.now() - 60_000);
+    expect(host.hellos).toHaveLength(1);
+    expect(host.hellos[0]).toMatchObject({ instanceId: hello.instanceId, lastSeq: 0 });
+    expect(sessions[0]!.hello).not.toBeNull();
+    expect(host.closes).toEqual([]);
+  });
+
+  it('rejects events before hello with ERR_UNEXPECTED', async () => {
+    const { host, probe } = await connect();
+    probe.send(events(1));
+    expect(await host.closed()).toMatchObject({ code: 'ERR_UNEXPECTED', reason: expect.stringContaining('before hello') });
+    expect(host.batches).toEqual([]);
+    await probe.until(() => probe.ended, 'socket close');
+  });
+
+  it('rejects a heartbeat before hello too', async () => {
+    const { host, probe } = await connect();
+    probe.send({ type: 'heartbeat', sinceBootMs: 5 });
+    expect((await host.closed()).code).toBe('ERR_UNEXPECTED');
+    expect(host.heartbeats).toEqual([]);
+  });
+
+  it('rejects another protocol version with ERR_VERSION', async () => {
+    const { host, probe } = await connect();
+    probe.send({ ...hello, protocol: PROTOCOL_VERSION + 1 });
+    const c = await host.closed();
+    expect(c.code).toBe('ERR_VERSION');
+    expect(host.hellos).toEqual([]);
+    expect(probe.messages).toEqual([]);
+    await probe.until(() => probe.ended, 'socket close');
+  });
+
+  it('rejects a second hello', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(hello);
+    expect(await host.closed()).toMatchObject({ code: 'ERR_UNEXPECTED', reason: 'second hello' });
+    expect(host.hellos).toHaveLength(1);
+  });
+});
+
+describe('Session: events and acks', () => {
+  it('acks only after the host calls done(null)', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(events(1, 2, 3));
+    await host.until(() => host.batches.length === 1, 'onEvents');
+    expect(host.batches[0]!.events.map((e) => e.seq)).toEqual([1, 2, 3]);
+    await sleep(150);
+    expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([]);
+
+    host.batches[0]!.done(null);
+    expect(await probe.next('ack')).toEqual({ type: 'ack', seq: 3 });
+
+    probe.send(events(4));
+    await host.until(() => host.batches.length === 2, 'second onEvents');
+    host.batches[1]!.done(null);
+    await probe.until(() => probe.messages.filter((m) => m.type === 'ack').length === 2, 'second ack');
+    expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([
+      { type: 'ack', seq: 3 },
+      { type: 'ack', seq: 4 },
+    ]);
+    expect(host.closes).toEqual([]);
+  });
+
+  it('acks each batch with its own last seq even when commits complete later', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(events(1, 2));
+    probe.send(events(3));
+    await host.until(() => host.batches.length === 2, 'two batches');
+    host.batches[0]!.done(null);
+    host.batches[1]!.done(null);
+    await probe.until(() => probe.messages.filter((m) => m.type === 'ack').length === 2, 'acks');
+    expect(probe.messages.filter((m) => m.type === 'ack').map((m) => (m as { seq: number }).seq)).toEqual([2, 3]);
+  });
+
+  it('expects the first event right after the ack', async () => {
+    const { host, probe } = await connect({ ack: 5 });
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(events(6, 7));
+    await host.until(() => host.batches.length === 1, 'onEvents');
+    expect(host.batches[0]!.events.map((e) => e.seq)).toEqual([6, 7]);
+    expect(host.closes).toEqual([]);
+  });
+
+  it('closes with ERR_UNEXPECTED when events resend what was acked', async () => {
+    const { host, probe } = await connect({ ack: 5 });
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(events(5));
+    expect(await host.closed()).toMatchObject({ code: 'ERR_UNEXPECTED', reason: expect.stringContaining('event seq 5 after 5') });
+    expect(host.batches).toEqual([]);
+  });
+
+  it('closes with ERR_UNEXPECTED on a skipped seq', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(events(2));
+    expect((await host.closed()).code).toBe('ERR_UNEXPECTED');
+    expect(host.batches).toEqual([]);
+    await probe.until(() => probe.ended, 'socket close');
+  });
+
+  it('closes with ERR_UNEXPECTED on a skip inside a batch, delivering nothing of it', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(events(1, 2, 4));
+    expect((await host.closed()).code).toBe('ERR_UNEXPECTED');
+    expect(host.batches).toEqual([]);
+  });
+
+  it('closes with ERR_UNEXPECTED on a duplicate across batches', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(events(1, 2));
+    probe.send(events(2));
+    expect((await host.closed()).code).toBe('ERR_UNEXPECTED');
+    expect(host.batches).toHaveLength(1);
+  });
+
+  it('closes with ERR_STORE when the commit fails, and sends no ack', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(events(1));
+    await host.until(() => host.batches.length === 1, 'onEvents');
+    host.batches[0]!.done(new Error('disk full'));
+    expect(await host.closed()).toEqual({ reason: 'store commit failed', code: 'ERR_STORE' });
+    await probe.until(() => probe.ended, 'socket close');
+    expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([]);
+  });
+
+  it('ignores an empty events batch', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send({ type: 'events', events: [] });
+    probe.send(events(1));
+    await host.until(() => host.batches.length === 1, 'onEvents');
+    expect(host.batches[0]!.events.map((e) => e.seq)).toEqual([1]);
+  });
+
+  it('passes heartbeats to the host', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send({ type: 'heartbeat', sinceBootMs: 4321 });
+    await host.until(() => host.heartbeats.length === 1, 'heartbeat');
+    expect(host.heartbeats).toEqual([4321]);
+  });
+});
+
+describe('Session: gaps', () => {
+  it('accepts a gap starting at lastSeq+1 and continues after it', async () => {
+    const { host, probe } = await connect({ ack: 2 });
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send({ type: 'gap', from: 3, to: 10 });
+    probe.send(events(11));
+    await host.until(() => host.batches.length === 1, 'events after gap');
+    expect(host.gaps).toEqual([[3, 10]]);
+    expect(host.batches[0]!.events.map((e) => e.seq)).toEqual([11]);
+    expect(host.closes).toEqual([]);
+  });
+
+  it('rejects a gap that does not start at lastSeq+1', async () => {
+    const { host, probe } = await connect({ ack: 2 });
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send({ type: 'gap', from: 5, to: 10 });
+    expect(await host.closed()).toMatchObject({ code: 'ERR_UNEXPECTED', reason: expect.stringContaining('gap 5..10 after seq 2') });
+    expect(host.gaps).toEqual([]);
+  });
+
+  it('rejects a gap that ends before it starts', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send({ type: 'gap', from: 1, to: 1 }); // a one-event gap is fine
+    probe.send({ type: 'gap', from: 2, to: 1 }); // starts at lastSeq+1 but runs backwards
+    expect((await host.closed()).code).toBe('ERR_UNEXPECTED');
+    expect(host.gaps).toEqual([[1, 1]]);
+  });
+});
+
+describe('Session: hostile bytes', () => {
+  it('closes with ERR_MSGPACK on a length-prefixed garbage body', async () => {
+    const { host, probe } = await connect();
+    // 0xc1 is never valid msgpack.
+    probe.raw(frame(Buffer.from([0xc1, 0xc1, 0xc1])));
+    expect((await host.closed()).code).toBe('ERR_MSGPACK');
+    await probe.until(() => probe.ended, 'socket close');
+  });
+
+  it('closes with a schema error on valid msgpack of the wrong shape', async () => {
+    const { host, probe } = await connect();
+    probe.raw(frame(Buffer.from([0x93, 0x01, 0x02, 0x03]))); // [1, 2, 3]
+    expect((await host.closed()).code).toBe('ERR_SCHEMA');
+  });
+
+  it('closes with ERR_UNKNOWN_TYPE on a message type a probe may not send', async () => {
+    const { host, probe } = await connect();
+    probe.raw(encodeMessage({ type: 'ack', seq: 1 }));
+    expect((await host.closed()).code).toBe('ERR_UNKNOWN_TYPE');
+  });
+
+  it('closes with ERR_FRAME_TOO_LARGE on an oversized length prefix, before the body', async () => {
+    const { host, probe } = await connect();
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(MAX_FRAME_BYTES + 1, 0);
+    probe.raw(header);
+    expect((await host.closed()).code).toBe('ERR_FRAME_TOO_LARGE');
+    await probe.until(() => probe.ended, 'socket close');
+  });
+
+  it('closes with ERR_FRAME_TOO_LARGE after hello too', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.raw(Buffer.from([0xff, 0xff, 0xff, 0xff]));
+    expect((await host.closed()).code).toBe('ERR_FRAME_TOO_LARGE');
+  });
+
+  it('closes with ERR_TRUNCATED when the probe ends mid-frame', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    const f = encodeMessage(events(1));
+    probe.socket.end(f.subarray(0, f.length - 2));
+    expect((await host.closed()).code).toBe('ERR_TRUNCATED');
+    expect(host.batches).toEqual([]);
+  });
+
+  it('closes cleanly (no code) when the probe ends between frames', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.socket.end();
+    expect(await host.closed()).toEqual({ reason: 'probe closed the connection', code: null });
+  });
+
+  it('closes with ERR_RATE_LIMIT when the byte budget is exceeded', async () => {
+    const { host, probe } = await connect({ budget: { bytesPerSec: 1, burstBytes: 64, framesPerSec: 1000, burstFrames: 1000 } });
+    // A hello is well over 64 bytes.
+    expect(encodeMessage(hello).length).toBeGreaterThan(64);
+    probe.send(hello);
+    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('byte budget') });
+    expect(host.hellos).toEqual([]);
+  });
+
+  it('closes with ERR_RATE_LIMIT when the frame budget is exceeded', async () => {
+    const { host, probe } = await connect({ budget: { bytesPerSec: 1e9, burstBytes: 1e9, framesPerSec: 0.001, burstFrames: 3 } });
+    probe.send(hello); // 1
+    await probe.next('welcome');
+    probe.send(events(1)); // 2
+    probe.send(events(2)); // 3
+    probe.send(events(3)); // 4: over
+    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('frame budget') });
+    expect(host.batches.map((b) => b.events[0]!.seq)).toEqual([1, 2]);
+  });
+
+  it('ignores everything after it closed', async () => {
+    const { host, probe, sessions } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    sessions[0]!.close('bye', null);
+    expect(sessions[0]!.isClosed).toBe(true);
+    // A second close reports nothing more.
+    sessions[0]!.close('again', 'ERR_IDLE');
+    expect(host.closes).toEqual([{ reason: 'bye', code: null }]);
+    await probe.until(() => probe.ended, 'socket close');
+  });
+});
