@@ -37,10 +37,10 @@ test: build
 	node test/run-tests.mjs
 
 demo: build
-	node test/demo.mjs
+	node test/run-ts.mjs test/demo.ts
 
 bench: build
-	node test/bench/run.mjs
+	node test/run-ts.mjs test/bench/run.ts
 
 clean:
-	rm -rf */dist guest-probe/native/build bin/vsockdiag bin/vsockdiag-probe bin/vsockdiag.node test/fake-envd/fake-envd
+	rm -rf */dist test/.build guest-probe/native/build bin/vsockdiag bin/vsockdiag-probe bin/vsockdiag.node test/fake-envd/fake-envd

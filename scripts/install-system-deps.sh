@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine (Node 20, npm, python3, make, g++) lacks: pnpm, and the
-# Debian packages the tests need (golang-go builds the fake envd; chromium runs the
-# dashboard's browser tests; iproute2/util-linux give namespaces). Idempotent.
+# Debian packages the tests need (golang-go builds the fake envd; iproute2 and util-linux
+# make the simulated sandboxes' namespaces). Idempotent.
 set -euo pipefail
 
 PNPM_VERSION=12.4.2
@@ -14,9 +14,6 @@ need=()
 command -v go >/dev/null || need+=(golang-go)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v ip >/dev/null || need+=(iproute2)
-if [ "${VSOCKDIAG_BROWSER_TESTS:-1}" != 0 ]; then
-  command -v chromium >/dev/null || need+=(chromium)
-fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "missing ${need[*]} and not root: install them with apt-get, or run as root" >&2
