@@ -101,9 +101,15 @@ export class Sandbox extends EventEmitter implements SessionHost {
     await this.startListening();
   }
 
-  /** Re-runs the verdict now (fresh reason text, e.g. for an API read). */
+  /**
+   * Re-runs the verdict now (fresh reason text, e.g. for an API read). A read can land in
+   * the millisecond before a threshold's timer fires: then the transition is recorded here,
+   * so what the API shows and the state history never disagree.
+   */
   currentVerdict(now = Date.now()): Verdict {
-    return decide(this.verdictInput(now));
+    const v = decide(this.verdictInput(now));
+    if (v.state !== this.verdict.state) this.evaluate();
+    return v;
   }
 
   private accept(socket: net.Socket): void {
