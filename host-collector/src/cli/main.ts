@@ -97,9 +97,10 @@ export function buildProgram(): Command {
   program
     .command('unregister <id>')
     .description('stop watching a sandbox and drop its history')
-    .action(async (id: string, _o, cmd: Command) => {
+    .option('--json', 'JSON output')
+    .action(async (id: string, o, cmd: Command) => {
       await client(cmd).request('DELETE', `/v1/sandboxes/${encodeURIComponent(id)}`);
-      process.stdout.write(`unregistered ${id}\n`);
+      print(o.json, { id, unregistered: true }, () => `unregistered ${id}\n`);
     });
 
   program

@@ -1,0 +1,52 @@
+// The trust boundary is visible in the code: guest code never imports host code, host code
+// never imports guest code, and both share only proto/.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../harness/collector.js';
+
+function sources(dir: string): string[] {
+  return fs.readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => /\.(ts|tsx)$/.test(f))
+    .map((f) => path.join(dir, f));
+}
+
+function imports(file: string): string[] {
+  const text = fs.readFileSync(file, 'utf8');
+  return [...text.matchAll(/(?:^|\n)\s*(?:import|export)[^'"]*?from\s+['"]([^'"]+)['"]/g)].map((m) => m[1]!);
+}
+
+function resolved(file: string, spec: string): string {
+  return spec.startsWith('.') ? path.relative(ROOT, path.resolve(path.dirname(file), spec)) : spec;
+}
+
+describe('trust boundary', () => {
+  const sides = [
+    { side: 'guest-probe/src', forbidden: [/^host-collector\//, /^@vsockdiag\/host-collector/, /^web-ui\//] },
+    { side: 'host-collector/src', forbidden: [/^guest-probe\//, /^@vsockdiag\/guest-probe/] },
+    { side: 'proto/src', forbidden: [/^guest-probe\//, /^host-collector\//, /^@vsockdiag\/(guest-probe|host-collector)/] },
+  ];
+  for (const { side, forbidden } of sides) {
+    it(`${side} imports nothing from the other side`, () => {
+      const files = sources(path.join(ROOT, side));
+      expect(files.length).toBeGreaterThan(3);
+      // The scan sees real imports (so an empty result below means something).
+      expect(files.flatMap(imports).some((spec) => spec.startsWith('node:'))).toBe(true);
+      const bad = files.flatMap((f) =>
+        imports(f)
+          .map((spec) => resolved(f, spec))
+          .filter((spec) => forbidden.some((re) => re.test(spec)))
+          .map((spec) => `${path.relative(ROOT, f)} → ${spec}`),
+      );
+      expect(bad).toEqual([]);
+    });
+  }
+
+  it('the guest bundle has no runtime dependency but Node and its addon', () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'guest-probe/package.json'), 'utf8'));
+    expect(Object.keys(pkg.dependencies)).toEqual(['@vsockdiag/proto']);
+    const proto = JSON.parse(fs.readFileSync(path.join(ROOT, 'proto/package.json'), 'utf8'));
+    expect(Object.keys(proto.dependencies)).toEqual(['@msgpack/msgpack']);
+  });
+});
