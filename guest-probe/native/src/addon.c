@@ -1,7 +1,9 @@
-/* vsockdiag N-API addon: module init and exports. */
+/* vsockdiag N-API addon: module init and exports. Each area registers its own functions. */
 #include <node_api.h>
 
+#include "diag.h"
 #include "notify.h"
+#include "vsock.h"
 
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
@@ -9,6 +11,8 @@ static napi_value init(napi_env env, napi_value exports) {
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok)
     return NULL;
+  if (vsock_register(env, exports) != napi_ok) return NULL;
+  if (diag_register(env, exports) != napi_ok) return NULL;
   return exports;
 }
 

@@ -1,0 +1,9 @@
+#ifndef VSOCKDIAG_VSOCK_H
+#define VSOCKDIAG_VSOCK_H
+
+#include <node_api.h>
+
+/* Defines this area's functions on the addon's exports. */
+napi_status vsock_register(napi_env env, napi_value exports);
+
+#endif
