@@ -7,7 +7,7 @@ export npm_config_nodedir ?= /usr
 
 NODE_GYP := node guest-probe/node_modules/node-gyp/bin/node-gyp.js
 
-.PHONY: install build test demo bench clean typecheck addon
+.PHONY: install build test demo bench clean typecheck addon rootfs-install cross-arm64
 
 install: node_modules/.modules.yaml
 
@@ -42,5 +42,24 @@ demo: build
 bench: build
 	node test/run-ts.mjs test/bench/run.ts
 
+# Install the probe into a VM root filesystem: make rootfs-install ROOTFS=/mnt/rootfs [ARCH=arm64 NODE_BIN=...]
+rootfs-install: build
+	bash scripts/rootfs-install.sh "$(ROOTFS)" $(or $(ARCH),x64)
+
+# The probe's addon for arm64 guests: the same C sources, cross-compiled with Debian's
+# gcc-aarch64-linux-gnu against the (architecture-neutral) headers in /usr/include/node.
+# N-API symbols are left undefined and resolved from the node binary at load time, as in
+# node-gyp's own build (a -shared link allows undefined symbols unless -z defs is given).
+ARM64_CC ?= aarch64-linux-gnu-gcc
+NODE_INCLUDE ?= /usr/include/node
+ARM64_OUT := guest-probe/native/build-arm64/vsockdiag.node
+
+cross-arm64:
+	@mkdir -p $(dir $(ARM64_OUT))
+	$(ARM64_CC) -shared -fPIC -O2 -std=gnu11 -Wall -Wextra -fvisibility=hidden \
+		-DNAPI_VERSION=8 -D_GNU_SOURCE -DNODE_GYP_MODULE_NAME=vsockdiag -DBUILDING_NODE_EXTENSION \
+		-I$(NODE_INCLUDE) -o $(ARM64_OUT) $(wildcard guest-probe/native/src/*.c)
+	@if command -v file >/dev/null; then file $(ARM64_OUT); else echo "built $(ARM64_OUT)"; fi
+
 clean:
-	rm -rf */dist test/.build guest-probe/native/build bin/vsockdiag bin/vsockdiag-probe bin/vsockdiag.node test/fake-envd/fake-envd
+	rm -rf */dist test/.build guest-probe/native/build guest-probe/native/build-arm64 bin/vsockdiag bin/vsockdiag-probe bin/vsockdiag.node test/fake-envd/fake-envd

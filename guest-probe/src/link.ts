@@ -37,7 +37,12 @@ export interface LinkOptions {
   idleTimeoutMs?: number;
   connectTimeoutMs?: number;
   backoff?: Backoff;
+  /** Dial errors that will not go away by retrying soon (e.g. no vsock in this kernel).
+   *  They are retried only every FATAL_RETRY_MS, and said loudly once. */
+  isFatal?: (err: unknown) => boolean;
 }
+
+export const FATAL_RETRY_MS = 30_000;
 
 export class Link extends EventEmitter {
   /** Sessions opened so far; the current one's number is sent in its hello. */
@@ -108,7 +113,9 @@ export class Link extends EventEmitter {
   }
 
   private async run(): Promise<void> {
+    let fatalSaid = '';
     while (!this.stopped) {
+      let delay: number | null = null;
       try {
         const socket = await dial(this.opts.address, { timeoutMs: this.opts.connectTimeoutMs ?? 3000 });
         if (this.stopped) {
@@ -118,9 +125,17 @@ export class Link extends EventEmitter {
         this.generation++;
         await this.session(socket);
       } catch (err) {
-        this.opts.log('warn', `connect ${this.opts.address}: ${(err as Error).message}`);
+        const message = `connect ${this.opts.address}: ${(err as Error).message}`;
+        if (this.opts.isFatal?.(err)) {
+          if (message !== fatalSaid) this.opts.log('warn', `${message} (not a passing error; retrying every ${FATAL_RETRY_MS / 1000} s)`);
+          fatalSaid = message;
+          delay = FATAL_RETRY_MS;
+        } else {
+          fatalSaid = '';
+          this.opts.log('warn', message);
+        }
       }
-      if (!this.stopped) await this.sleep(this.backoff.next());
+      if (!this.stopped) await this.sleep(delay ?? this.backoff.next());
     }
   }
 

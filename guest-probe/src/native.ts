@@ -22,6 +22,43 @@ export interface NativeAddon {
    * name (EADDRINUSE, ENAMETOOLONG, EACCES, ...).
    */
   notifyBind(path: string, onDatagram: NotifyDatagramCallback): NotifyHandle;
+
+  // Stream sockets (native/src/vsock.c). Every fd is SOCK_STREAM, non-blocking, close-on-exec,
+  // for socketFromFd/serverFromFd (src/vsock/pipe.ts). Bad arguments throw TypeError
+  // (ERR_INVALID_ARG_TYPE) or RangeError (ERR_INVALID_ARG_VALUE); syscall failures throw or
+  // reject with an Error whose `code` is the errno name, plus `errno` (negative) and `syscall`.
+  /**
+   * socket(AF_VSOCK) + bind(cid, port) + listen(backlog). cid 0xFFFFFFFF = VMADDR_CID_ANY.
+   * Throws EADDRINUSE, EAFNOSUPPORT (no vsock), ENODEV, ... as "vsock listen CID:PORT: <reason>".
+   */
+  vsockListen(cid: number, port: number, backlog: number): number;
+  /**
+   * A fresh non-blocking AF_VSOCK socket, connected; the wait runs on the threadpool.
+   * Rejects ETIMEDOUT after timeoutMs, ECONNRESET, ECONNREFUSED, ...; the fd is closed then.
+   */
+  vsockConnect(cid: number, port: number, timeoutMs: number): Promise<number>;
+  /** unixListen/unixConnect: the same code paths over AF_UNIX ('@name' = abstract namespace). */
+  unixListen(path: string, backlog: number): number;
+  /** Rejects ENOENT, ECONNREFUSED, EAGAIN (listener queue full), ... */
+  unixConnect(path: string, timeoutMs: number): Promise<number>;
+  /** TCP to a numeric IPv4/IPv6 address: the EINPROGRESS + worker path without vsock (tests). */
+  tcpConnect(ip: string, port: number, timeoutMs: number): Promise<number>;
+  /** IOCTL_VM_SOCKETS_GET_LOCAL_CID on /dev/vsock; throws ENOENT when there is no vsock device. */
+  localCid(): number;
+  /** socketpair(AF_UNIX, SOCK_STREAM): two connected fds. */
+  socketPair(): [number, number];
+  /** close(fd), for fds that never reached a handle. Throws EBADF for a closed fd. */
+  closeFd(fd: number): void;
+  /**
+   * TCP sockets in LISTEN (IPv4 and IPv6) from a netlink sock_diag dump of the calling
+   * thread's network namespace, optionally only those bound to `port`. Throws an Error whose
+   * `code` is the errno name if the kernel refuses the query; TypeError/RangeError for a bad port.
+   */
+  diagListeners(port?: number): import('./diag.js').TcpListener[];
+  /** Counts TCP sockets by state and by remote, in C, from one dump per family. See diag.ts. */
+  diagCensus(opts?: import('./diag.js').SocketCensusOptions): import('./diag.js').SocketCensus;
+  /** True when a NETLINK_SOCK_DIAG socket opens and answers a LISTEN query. Never throws. */
+  diagAvailable(): boolean;
 }
 
 const ADDON_FILE = 'vsockdiag.node';

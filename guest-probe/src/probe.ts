@@ -16,6 +16,7 @@ import {
   eventSchema,
   initialStatus,
   listen,
+  parseAddress,
   type CollectorMessage,
   type EventBody,
   type Hello,
@@ -25,12 +26,13 @@ import { BootClock } from './clock.js';
 import { serveCommands } from './commands.js';
 import type { ProbeConfig } from './config.js';
 import { Link, type CommandAnswer } from './link.js';
-import { ListenerWatcher } from './listener.js';
+import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
 import { phaseEvent } from './phases.js';
 import { readBootId } from './proc/index.js';
 import { EventRing } from './ring.js';
 import { TargetWatcher } from './target.js';
+import { isRetryable } from './vsock/index.js';
 import { exitStatusOf, spawnTarget } from './wrap.js';
 
 export const PROBE_VERSION = '0.1.0';
@@ -61,7 +63,19 @@ export class Probe {
     this.status = initialStatus(config.expectPort);
     const emit = (body: EventBody) => this.emit(body);
     this.target = new TargetWatcher({ name: config.target, pidFile: config.pidFile, procRoot: config.procRoot, emit });
-    this.listener = new ListenerWatcher({ port: config.expectPort, procRoot: config.procRoot, emit, targetPid: () => this.target.pid });
+    const query = pickListenerQuery(config.procRoot);
+    this.status = {
+      ...this.status,
+      probe: { listenerSource: query.source, ...(query.fallbackReason ? { fallbackReason: query.fallbackReason.slice(0, 500) } : {}) },
+    };
+    if (query.fallbackReason) log('warn', `listener checks read /proc/net/tcp (slower): ${query.fallbackReason}`);
+    this.listener = new ListenerWatcher({
+      port: config.expectPort,
+      procRoot: config.procRoot,
+      query,
+      emit,
+      targetPid: () => this.target.pid,
+    });
     this.link = new Link({
       address: config.connect,
       ring: this.ring,
@@ -69,6 +83,9 @@ export class Probe {
       onCommand: (c) => this.command(c),
       sinceBootMs: () => this.clock.sinceBootMs(),
       log,
+      // Only vsock has errors that retrying soon will not fix; a missing Unix socket file
+      // just means the collector is not there yet.
+      ...(parseAddress(config.connect).kind === 'vsock' ? { isFatal: (err: unknown) => !isRetryable(err) } : {}),
     });
   }
 

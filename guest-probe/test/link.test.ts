@@ -16,7 +16,7 @@ import {
   type ProbeMessageOf,
 } from '@vsockdiag/proto';
 import { Backoff } from '../src/backoff.js';
-import { Link, type CommandAnswer, type LinkOptions } from '../src/link.js';
+import { FATAL_RETRY_MS, Link, type CommandAnswer, type LinkOptions } from '../src/link.js';
 import { EventRing } from '../src/ring.js';
 
 // ---------------------------------------------------------------------------------------
@@ -632,5 +632,31 @@ describe('Link: stop', () => {
     await collector.start();
     await sleep(100);
     expect(collector.sessions).toHaveLength(0);
+  });
+});
+
+describe('Link: fatal dial errors', () => {
+  it('retries a fatal error only slowly and says so once; passing errors use the fast backoff', async () => {
+    const missing = `unix:${join(dir, 'nobody-here.sock')}`;
+    const attempts: string[] = [];
+    const l = startLink(new EventRing(), {
+      address: missing,
+      isFatal: (err) => {
+        attempts.push((err as NodeJS.ErrnoException).code ?? '?');
+        return true;
+      },
+    });
+    await sleep(300);
+    expect(attempts).toEqual(['ENOENT']); // one try, then a 30 s wait
+    const said = logs.filter(([, m]) => m.includes('not a passing error'));
+    expect(said).toHaveLength(1);
+    expect(said[0]![1]).toContain(`retrying every ${FATAL_RETRY_MS / 1000} s`);
+    l.stop();
+
+    logs = [];
+    const fast = startLink(new EventRing(), { address: missing, isFatal: () => false });
+    await sleep(300);
+    expect(logs.filter(([, m]) => m.includes('ENOENT')).length).toBeGreaterThan(3);
+    fast.stop();
   });
 });

@@ -1,8 +1,15 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import type { EventBody, EventOf } from '@vsockdiag/proto';
-import { ListenerWatcher } from '../src/listener.js';
+import { ListenerWatcher, pickListenerQuery, procListenerQuery, type ListenerQuery } from '../src/listener.js';
+
+// Both sources of LISTEN sockets must give the same answers.
+const SOURCES: Record<string, () => ListenerQuery> = {
+  sock_diag: () => pickListenerQuery('/proc'),
+  proc: () => procListenerQuery('/proc'),
+};
+let query: ListenerQuery;
 
 const servers: net.Server[] = [];
 const children: ChildProcess[] = [];
@@ -34,7 +41,7 @@ async function freePort(): Promise<number> {
 
 function watcher(port: number, targetPid: () => number | null = () => process.pid) {
   const events: EventBody[] = [];
-  const w = new ListenerWatcher({ port, procRoot: '/proc', emit: (e) => events.push(e), targetPid });
+  const w = new ListenerWatcher({ port, procRoot: '/proc', query, emit: (e) => events.push(e), targetPid });
   const tick = (): EventBody[] => {
     const before = events.length;
     w.tick();
@@ -48,7 +55,12 @@ afterEach(async () => {
   for (const s of servers.splice(0)) if (s.listening) await close(s);
 });
 
-describe('ListenerWatcher (live /proc)', () => {
+describe.each(Object.keys(SOURCES))('ListenerWatcher (live, %s)', (source) => {
+  beforeEach(() => {
+    query = SOURCES[source]!();
+    expect(query.source).toBe(source);
+  });
+
   it('reports nothing while the port is free', async () => {
     const port = await freePort();
     const { tick } = watcher(port);

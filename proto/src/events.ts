@@ -105,6 +105,14 @@ export const statusSchema = s.object({
     address: s.optional(s.string({ max: 64 })),
     pid: s.optional(pid),
   }),
+  /** How the probe itself is observing (so a degraded probe says so). */
+  probe: s.optional(
+    s.object({
+      /** 'sock_diag' (netlink, cheap) or 'proc' (/proc/net/tcp, the fallback). */
+      listenerSource: s.oneOf(['sock_diag', 'proc'] as const),
+      fallbackReason: s.optional(s.string({ max: MAX_TEXT })),
+    }),
+  ),
   phases: s.object({
     /** The target has sent at least one phase marker, so readiness also needs READY=1. */
     reported: s.boolean(),

@@ -159,7 +159,7 @@ export function buildProgram(): Command {
 
 interface StatusBody extends SandboxSummary {
   udsPath: string;
-  probe: { instanceId: string; version: string; generation: number } | null;
+  probe: { instanceId: string; version: string; generation: number; listenerSource?: string; fallbackReason?: string } | null;
   target: { pid: number; name: string; alive: boolean; startedAt: string; exitCode?: number; signal?: string; threads?: number; rssKb?: number } | null;
   listener: { port: number; bound: boolean; since: string | null; pid?: number; address?: string } | null;
   readiness: { reportsPhases: boolean; ready: boolean } | null;
@@ -172,7 +172,11 @@ function formatStatus(s: StatusBody): string {
     `  reason:   ${s.reason}`,
     `  socket:   ${s.udsPath}`,
   ];
-  if (s.probe) lines.push(`  probe:    ${s.connected ? 'connected' : 'disconnected'}, instance ${s.probe.instanceId}, v${s.probe.version}, session ${s.probe.generation}`);
+  if (s.probe) {
+    const p = s.probe;
+    const source = p.listenerSource === 'proc' ? `, listeners from /proc/net/tcp (${p.fallbackReason ?? 'fallback'})` : '';
+    lines.push(`  probe:    ${s.connected ? 'connected' : 'disconnected'}, instance ${p.instanceId}, v${p.version}, session ${p.generation}${source}`);
+  }
   if (s.target) {
     const t = s.target;
     const fate = t.alive ? 'alive' : t.signal ? `killed by ${t.signal}` : t.exitCode !== undefined ? `exited ${t.exitCode}` : 'gone';

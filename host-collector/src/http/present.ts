@@ -25,7 +25,7 @@ export function detail(sb: Sandbox, phases: unknown[], now = Date.now()) {
     udsPath: sb.udsPath,
     socketPath: sb.socketPath,
     source: sb.source,
-    probe: sb.probe,
+    probe: sb.probe ? { ...sb.probe, ...(status?.probe ?? {}) } : null,
     connectedAt: sb.connectedAt ? new Date(sb.connectedAt).toISOString() : null,
     disconnectedAt: sb.disconnectedAt && !sb.session ? new Date(sb.disconnectedAt).toISOString() : null,
     target: status?.target ? { ...status.target, startedAt: guestToIso(status.target.startedAt), startedAtBootMs: status.target.startedAt } : null,
