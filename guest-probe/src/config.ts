@@ -6,8 +6,9 @@
 
 import fs from 'node:fs';
 import { DEFAULTS, parseAddress, parseDuration } from '@vsockdiag/proto';
+import { DEFAULT_PHASE_PATTERN, compilePhasePattern } from './logs/phase-pattern.js';
 
-type Kind = 'string' | 'address' | 'port' | 'duration' | 'path';
+type Kind = 'string' | 'address' | 'port' | 'duration' | 'path' | 'url' | 'regex';
 
 const OPTIONS = {
   connect: { kind: 'address', def: `vsock:2:${DEFAULTS.vsockPort}`, help: 'collector address' },
@@ -18,6 +19,11 @@ const OPTIONS = {
   'notify-socket': { kind: 'path', def: DEFAULTS.notifySocket, help: 'sd_notify datagram socket for phase markers ("off" to disable)' },
   interval: { kind: 'duration', def: `${DEFAULTS.intervalMs}ms`, help: 'sampling period once the target is ready' },
   'boot-interval': { kind: 'duration', def: `${DEFAULTS.bootIntervalMs}ms`, help: 'sampling period until the target is ready' },
+  'health-url': { kind: 'url', def: '', help: 'in-guest HTTP health check expecting 204, e.g. http://127.0.0.1:49983/health' },
+  'log-file': { kind: 'path', def: '', help: "follow the target's log file (e.g. runit's stderr log) for phase lines" },
+  'journal-unit': { kind: 'string', def: '', help: "follow the target's systemd unit in the journal for phase lines" },
+  'phase-pattern': { kind: 'regex', def: DEFAULT_PHASE_PATTERN, help: 'log lines matching this regex are phases (group 1 = the phase)' },
+  kmsg: { kind: 'path', def: '/dev/kmsg', help: 'kernel message source for OOM kills, hung tasks, segfaults ("off" to disable)' },
   'proc-root': { kind: 'path', def: '/proc', help: 'procfs mount to read (for tests)' },
   cmdline: { kind: 'path', def: '/proc/cmdline', help: 'kernel command line file to read vsockdiag.* keys from' },
 } as const satisfies Record<string, { kind: Kind; def: string; help: string }>;
@@ -35,6 +41,11 @@ export interface ProbeConfig {
   intervalMs: number;
   bootIntervalMs: number;
   procRoot: string;
+  healthUrl: string | null;
+  logFile: string | null;
+  journalUnit: string | null;
+  phasePattern: RegExp;
+  kmsg: string | null;
   /** Wrap mode: the command after "--". */
   command: string[];
   sources: Record<OptionName, Source>;
@@ -83,6 +94,8 @@ function validate(name: OptionName, value: string, source: Source): void {
       if (parseDuration(value) <= 0) throw new Error('must be positive');
     }
     if (kind === 'port' && !(/^\d+$/.test(value) && Number(value) <= 65535)) throw new Error('must be 0..65535');
+    if (kind === 'url' && value && new URL(value).protocol !== 'http:') throw new Error('must be an http:// URL');
+    if (kind === 'regex') compilePhasePattern(value);
   } catch (err) {
     throw new ConfigError(`${WHERE[source](name)}: ${(err as Error).message}`);
   }
@@ -146,6 +159,11 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     intervalMs: parseDuration(raw.interval),
     bootIntervalMs: parseDuration(raw['boot-interval']),
     procRoot: raw['proc-root'],
+    healthUrl: raw['health-url'] || null,
+    logFile: raw['log-file'] || null,
+    journalUnit: raw['journal-unit'] || null,
+    phasePattern: compilePhasePattern(raw['phase-pattern']),
+    kmsg: raw.kmsg === 'off' || raw.kmsg === '' ? null : raw.kmsg,
     command,
     sources,
     raw,

@@ -65,11 +65,17 @@ export interface ListenerOptions {
   targetPid: () => number | null;
 }
 
+/** Queue depth changes are reported at once when the queue empties or starts filling,
+ *  otherwise at most this often (a busy server's queue moves all the time). */
+const QUEUE_REPORT_MS = 1000;
+
 export class ListenerWatcher {
   private inode = 0;
   private bound = false;
+  private queue = 0;
+  private queueSentAt = 0;
 
-  constructor(private readonly opts: ListenerOptions) {}
+  constructor(private readonly opts: ListenerOptions, private readonly now: () => number = Date.now) {}
 
   tick(): void {
     const { port, procRoot } = this.opts;
@@ -82,8 +88,13 @@ export class ListenerWatcher {
       }
       return;
     }
-    if (this.bound && first.inode === this.inode) return;
+    if (this.bound && first.inode === this.inode) {
+      this.watchQueue(first.acceptQueue);
+      return;
+    }
     this.bound = true;
+    this.queue = first.acceptQueue;
+    this.queueSentAt = this.now();
     this.inode = first.inode;
     const target = this.opts.targetPid();
     // The owner is usually the target; only otherwise scan every process's fds (rare: on an edge).
@@ -98,5 +109,15 @@ export class ListenerWatcher {
       pid: owner,
       acceptQueue: first.acceptQueue,
     });
+  }
+
+  private watchQueue(depth: number): void {
+    if (depth === this.queue) return;
+    const edge = (depth === 0) !== (this.queue === 0);
+    const now = this.now();
+    if (!edge && now - this.queueSentAt < QUEUE_REPORT_MS) return;
+    this.queue = depth;
+    this.queueSentAt = now;
+    this.opts.emit({ kind: 'listener.queue', port: this.opts.port, acceptQueue: depth });
   }
 }

@@ -21,6 +21,7 @@ export function phaseEvent(msg: NotifyMessage, pid: number): EventBody | null {
   if (!meaningful) return null;
   return {
     kind: 'phase',
+    source: 'notify',
     ...(msg.phase !== undefined ? { name: msg.phase.slice(0, 256) } : {}),
     ...(msg.status !== undefined ? { status: msg.status } : {}),
     ...(msg.ready ? { ready: true } : {}),

@@ -26,16 +26,25 @@ import { BootClock } from './clock.js';
 import { serveCommands } from './commands.js';
 import type { ProbeConfig } from './config.js';
 import { Link, type CommandAnswer } from './link.js';
+import { socketCensus } from './diag.js';
+import { HealthChecker } from './health.js';
+import { KmsgReader } from './kmsg.js';
+import { FileFollower } from './logs/follow-file.js';
+import { JournalFollower } from './logs/journal.js';
+import { LogWatcher } from './logs/log-watcher.js';
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
 import { phaseEvent } from './phases.js';
 import { readBootId } from './proc/index.js';
 import { EventRing } from './ring.js';
+import { SocketWatcher } from './sockets.js';
+import { SystemSampler } from './system.js';
 import { TargetWatcher } from './target.js';
 import { isRetryable } from './vsock/index.js';
-import { exitStatusOf, spawnTarget } from './wrap.js';
+import { exitStatusOf, flushOutput, spawnTarget } from './wrap.js';
 
 export const PROBE_VERSION = '0.1.0';
+export const KEYFRAME_EVERY_MS = 60_000;
 /** In wrap mode, how long to wait for the collector to ack the exit before exiting anyway. */
 const EXIT_FLUSH_MS = 5000;
 
@@ -48,7 +57,16 @@ export class Probe {
   private readonly bootId: string;
   private readonly target: TargetWatcher;
   private readonly listener: ListenerWatcher;
+  /** Everything sampled on each tick, in order; each decides itself how often to do real work. */
+  private readonly watchers: Array<{ tick(): void }>;
   private notify: NotifyListener | null = null;
+  private readonly kmsg: KmsgReader | null;
+  private readonly health: HealthChecker | null;
+  /** Log lines (wrap mode's pipes, a followed file, the journal): phases and a bounded tail. */
+  private readonly logs: LogWatcher;
+  private readonly file: FileFollower | null;
+  private journal: JournalFollower | null = null;
+  private lastKeyframe = Date.now();
   private commandServer: net.Server | null = null;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -76,6 +94,24 @@ export class Probe {
       emit,
       targetPid: () => this.target.pid,
     });
+    this.health = config.healthUrl ? new HealthChecker({ url: config.healthUrl, emit }) : null;
+    const census = query.source === 'sock_diag' ? (top: number) => socketCensus({ top }) : null;
+    const sockets = new SocketWatcher({ procRoot: config.procRoot, emit, census });
+    const kmsg = config.kmsg ? new KmsgReader({ path: config.kmsg, emit, log }) : null;
+    this.kmsg = kmsg;
+    this.logs = new LogWatcher({ pattern: config.phasePattern, emit });
+    this.file = config.logFile ? new FileFollower(config.logFile, this.logs.input('file'), { log }) : null;
+    this.watchers = [
+      this.target,
+      this.listener,
+      { tick: () => sockets.tick(() => this.clock.sinceBootMs()) },
+      new SystemSampler({ procRoot: config.procRoot, emit }),
+      ...(kmsg ? [{ tick: () => void kmsg.poll() }] : []),
+      ...(this.file ? [this.file] : []),
+      this.logs,
+      ...(this.health ? [this.health] : []),
+      { tick: () => this.keyframe() },
+    ];
     this.link = new Link({
       address: config.connect,
       ring: this.ring,
@@ -100,14 +136,19 @@ export class Probe {
       this.log('warn', message);
       body = { kind: 'probe.notice', level: 'warn', message: message.slice(0, MAX_TEXT) };
     }
+    // A target that reports phases over the notify socket says more than its log lines do:
+    // then log-derived phases would only repeat it (the lines still go out as log.lines).
+    if (body.kind === 'phase' && body.source === 'log' && this.status.phases.reported) return;
     const event = this.ring.push(body, this.clock.sinceBootMs());
     this.status = applyEvent(this.status, event);
+    if (event.kind === 'listener.bound' || event.kind === 'listener.unbound') this.health?.kick();
     this.link.flush();
   }
 
   async start(): Promise<void> {
     this.openNotifySocket();
     await this.openCommandPort();
+    if (this.config.journalUnit) this.journal = new JournalFollower(this.config.journalUnit, this.logs.input('journal'), this.log);
     if (this.config.command.length) this.wrap();
     this.link.start();
     this.sample();
@@ -117,6 +158,9 @@ export class Probe {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.notify?.close();
+    this.kmsg?.close();
+    this.file?.close();
+    this.journal?.close();
     this.commandServer?.close();
     this.link.stop();
   }
@@ -129,9 +173,17 @@ export class Probe {
 
   private sample(): void {
     if (this.stopped) return;
-    this.target.tick();
-    this.listener.tick();
+    for (const w of this.watchers) w.tick();
     this.timer = setTimeout(() => this.sample(), this.settled ? this.config.intervalMs : this.config.bootIntervalMs);
+  }
+
+  /** Now and then the whole status as one event: a collector that missed deltas (a gap)
+   *  resynchronises from it. */
+  private keyframe(): void {
+    const now = Date.now();
+    if (now - this.lastKeyframe < KEYFRAME_EVERY_MS) return;
+    this.lastKeyframe = now;
+    this.emit({ kind: 'keyframe', status: this.status });
   }
 
   private hello(generation: number): Omit<Hello, 'type'> {
@@ -219,11 +271,15 @@ export class Probe {
         this.emit({ kind: 'probe.notice', level: 'warn', message: `cannot start ${this.config.command[0]}: ${err.message}` });
         this.log('warn', `cannot start ${this.config.command[0]}: ${err.message}`);
       },
+      onOutput: (stream, chunk) => this.logs.input(stream).feed(chunk),
+      onOutputEnd: (stream) => this.logs.input(stream).end(),
       onExit: (code, signal) => {
+        this.logs.flush(); // the last lines before the exit, in order
         this.target.childExited(code, signal);
         // Pass the status on to our own supervisor once the collector has the exit on record.
-        void this.link.waitAcked(this.ring.lastSeq, EXIT_FLUSH_MS).then(() => {
+        void this.link.waitAcked(this.ring.lastSeq, EXIT_FLUSH_MS).then(async () => {
           this.stop();
+          await flushOutput(2000);
           process.exit(exitStatusOf(code, signal));
         });
       },

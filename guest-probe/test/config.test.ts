@@ -14,6 +14,11 @@ const OPTION_NAMES: OptionName[] = [
   'notify-socket',
   'interval',
   'boot-interval',
+  'health-url',
+  'log-file',
+  'journal-unit',
+  'phase-pattern',
+  'kmsg',
   'proc-root',
   'cmdline',
 ];

@@ -15,6 +15,10 @@ export const MAX_NAME = 256;
 /** Free-form fields of a phase marker: how many, and how long a key may be. */
 export const MAX_FIELDS = 64;
 export const MAX_FIELD_KEY = 64;
+/** Log lines (wrap mode, followed logs) are cut to this many characters… */
+export const MAX_LOG_LINE = 2048;
+/** …and sent at most this many per batch (about one batch a second). */
+export const MAX_LOG_LINES_PER_BATCH = 200;
 /** sd_notify datagrams above this are rejected (systemd uses the same order of size). */
 export const MAX_NOTIFY_DATAGRAM = 4096;
 

@@ -101,6 +101,11 @@ export function oneOf<const V extends readonly string[]>(values: V): Schema<V[nu
   };
 }
 
+/** A schema defined later in the file (for self-reference, e.g. a keyframe holding a status). */
+export function lazy<T>(get: () => Schema<T>): Schema<T> {
+  return { parse: (v, path = '') => get().parse(v, path) };
+}
+
 export function nullable<T>(inner: Schema<T>): Schema<T | null> {
   return { parse: (v, path = '') => (v === null ? null : inner.parse(v, path)) };
 }

@@ -49,12 +49,42 @@ export function applyEvent(status: ProbeStatus, e: ProbeEvent): ProbeStatus {
           since: e.t,
           address: e.address,
           ...(e.pid !== null ? { pid: e.pid } : {}),
+          ...(e.acceptQueue !== undefined ? { acceptQueue: e.acceptQueue } : {}),
+          ...(e.acceptQueue ? { queuedSince: e.t } : {}),
         },
       };
     case 'listener.unbound':
       return { ...status, listener: { port: e.port, bound: false, since: e.t } };
+    case 'listener.queue': {
+      if (!status.listener.bound || status.listener.port !== e.port) return status;
+      const listener = { ...status.listener, acceptQueue: e.acceptQueue };
+      if (e.acceptQueue === 0) delete listener.queuedSince;
+      else if (listener.queuedSince === undefined) listener.queuedSince = e.t;
+      return { ...status, listener };
+    }
+    case 'health': {
+      const { kind: _k, seq: _s, t, ...health } = e;
+      return { ...status, health: { ...health, t } };
+    }
+    case 'sockets': {
+      const { kind: _k, seq: _s, t, ...sockets } = e;
+      // Totals arrive alone between two censuses: keep the last census with them.
+      const census = sockets.censusAt === undefined && status.sockets ? pickCensus(status.sockets) : {};
+      return { ...status, sockets: { ...census, ...sockets, t } };
+    }
+    case 'system': {
+      const { kind: _k, seq: _s, t, ...system } = e;
+      return { ...status, system: { ...system, t } };
+    }
+    case 'keyframe':
+      return e.status;
+    case 'kernel':
+    case 'log.lines':
+      return status;
     case 'phase': {
-      const phases = { ...status.phases, reported: true };
+      // Only a target that speaks sd_notify can be expected to send READY=1; phases read
+      // from its log lines show progress but do not change what "ready" requires.
+      const phases = { ...status.phases, reported: status.phases.reported || e.source !== 'log' };
       if (e.name !== undefined || e.status !== undefined) {
         const last: NonNullable<ProbeStatus['phases']['last']> = { t: e.t };
         if (e.name !== undefined) last.name = e.name;
@@ -70,4 +100,13 @@ export function applyEvent(status: ProbeStatus, e: ProbeEvent): ProbeStatus {
     case 'probe.notice':
       return status;
   }
+}
+
+function pickCensus(s: NonNullable<ProbeStatus['sockets']>) {
+  const out: Partial<NonNullable<ProbeStatus['sockets']>> = {};
+  if (s.byState !== undefined) out.byState = s.byState;
+  if (s.top !== undefined) out.top = s.top;
+  if (s.remotesDistinct !== undefined) out.remotesDistinct = s.remotesDistinct;
+  if (s.censusAt !== undefined) out.censusAt = s.censusAt;
+  return out;
 }

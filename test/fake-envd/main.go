@@ -8,6 +8,9 @@
 // hang or crash in any phase, bind its listener early (-listen-first), never
 // accept (-no-accept), or hammer a fake MMDS endpoint (mmds.go).
 //
+// With -serve-mmds HOST:PORT it is something else entirely: only a fake MMDS HTTP
+// server (mmds_server.go), with no phases, no notify and no envd listener.
+//
 // SAFETY: the only network address this program ever contacts is -mmds-addr,
 // and only when that flag is given. Everything else is a listener or the
 // NOTIFY_SOCKET unix datagram socket.
@@ -42,7 +45,15 @@ type config struct {
 	mmdsAddr    string
 	mmdsStorm   int
 	exitAfter   time.Duration
+
+	// -serve-mmds mode (mmds_server.go).
+	serveMMDS string
+	mmdsReply string
+	readyFile string
 }
+
+// serveMMDSFlags are the only flags that apply with -serve-mmds.
+var serveMMDSFlags = map[string]bool{"serve-mmds": true, "mmds-reply": true, "ready-file": true}
 
 // phaseDurations implements flag.Value for the repeatable -slow-phase NAME=DURATION.
 type phaseDurations map[string]time.Duration
@@ -91,11 +102,35 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&cfg.mmdsAddr, "mmds-addr", "", "`HOST:PORT` of a fake MMDS to poll (empty = no MMDS polling, no outbound traffic)")
 	fs.IntVar(&cfg.mmdsStorm, "mmds-storm", 0, "start `N` MMDS pollers that never stop (envd's /init goroutine leak); needs -mmds-addr")
 	fs.DurationVar(&cfg.exitAfter, "exit-after", 0, "after READY, exit 0 after this long (0 = never)")
+	fs.StringVar(&cfg.serveMMDS, "serve-mmds", "", "run ONLY a fake MMDS HTTP server on `HOST:PORT` (no envd phases, notify or listener)")
+	fs.StringVar(&cfg.mmdsReply, "mmds-reply", "404", "with -serve-mmds: what GET / answers, 404 (pollers keep polling) or ok (200 + JSON opts)")
+	fs.StringVar(&cfg.readyFile, "ready-file", "", "with -serve-mmds: write this `PATH` once the MMDS socket listens")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	var set []string
+	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
+	if cfg.serveMMDS != "" {
+		for _, name := range set {
+			if !serveMMDSFlags[name] {
+				return nil, fmt.Errorf("-%s does not apply with -serve-mmds (it runs only the fake MMDS; allowed: -serve-mmds, -mmds-reply, -ready-file)", name)
+			}
+		}
+		if _, _, err := net.SplitHostPort(cfg.serveMMDS); err != nil {
+			return nil, fmt.Errorf("-serve-mmds: want HOST:PORT: %v", err)
+		}
+		if cfg.mmdsReply != "404" && cfg.mmdsReply != "ok" {
+			return nil, fmt.Errorf("-mmds-reply: want 404 or ok, got %q", cfg.mmdsReply)
+		}
+		return cfg, nil
+	}
+	for _, name := range set {
+		if name == "mmds-reply" || name == "ready-file" {
+			return nil, fmt.Errorf("-%s needs -serve-mmds", name)
+		}
 	}
 	for flagName, phase := range map[string]string{"-hang-in": cfg.hangIn, "-crash-in": cfg.crashIn} {
 		if phase != "" && !isPhaseName(phase) {
@@ -141,8 +176,15 @@ func main() {
 	go func() {
 		<-sigterm
 		fmt.Fprintln(os.Stderr, "fake-envd: received SIGTERM, exiting")
+		if cfg.readyFile != "" {
+			_ = os.Remove(cfg.readyFile)
+		}
 		os.Exit(0)
 	}()
+
+	if cfg.serveMMDS != "" {
+		serveMMDS(cfg) // never returns
+	}
 
 	st := newStartup(cfg)
 	st.run()

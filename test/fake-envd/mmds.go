@@ -17,6 +17,10 @@ import (
 // With stopOnSuccess it returns at the first 200 for GET / (envd at start-up);
 // without, it polls forever (the goroutines leaked by envd's POST /init handler).
 //
+// Errors (refused, reset, timeout, EADDRNOTAVAIL once the ephemeral ports are all in
+// TIME_WAIT) are ignored and the poller waits for the next tick: it never exits on an
+// error and never spins, at most one round trip per 50ms tick.
+//
 // base is "http://" + the -mmds-addr flag; nothing else is ever contacted.
 func pollForMMDSOpts(ctx context.Context, base string, stopOnSuccess bool) {
 	ticker := time.NewTicker(50 * time.Millisecond)

@@ -6,7 +6,9 @@
 //   - an emulated Firecracker vsock device (firecracker.ts): the probe dials the guest's
 //     stand-in for "CID 2, port 52000" and the emulator connects to <udsPath>_52000 on the
 //     host, exactly as Firecracker does;
-//   - an init that starts the probe first, then the fake envd (or the probe wrapping it).
+//   - an init that starts the probe first, then the fake envd (or the probe wrapping it);
+//   - with `mmds: true` (namespaces only), a fake MMDS at 169.254.169.254:80 on the sandbox's
+//     own loopback, started before everything else, like Firecracker's MMDS for a real guest.
 // Without root (no namespaces) it falls back to plain processes with a distinct expected
 // port per sandbox. stop() ends every process it started, by pid, and removes its files.
 
@@ -44,7 +46,22 @@ export interface SandboxOptions {
   isolate?: boolean;
   /** Extra delay before envd starts in init mode, after the probe's notify socket is up. */
   envdDelayMs?: number;
+  /**
+   * Give the sandbox a fake MMDS: 169.254.169.254/32 on the loopback of the sandbox's OWN
+   * network namespace, served by `fake-envd -serve-mmds 169.254.169.254:80`, up before the
+   * probe and envd start. Point envd at it with `envd: ['-mmds-addr', MMDS_ADDR, ...]`.
+   * Needs an isolated sandbox: startSandbox throws otherwise (never a host address).
+   * The server runs as `<dir>/fake-mmds` (a symlink to the fake-envd binary), so its comm is
+   * not "fake-envd" and the probe's `--target fake-envd` never mistakes it for envd.
+   */
+  mmds?: boolean;
+  /** With `mmds`: what GET / answers. '404' (default) keeps envd-style pollers polling forever. */
+  mmdsReply?: '404' | 'ok';
 }
+
+/** The link-local MMDS address, as a fake MMDS serves it inside a sandbox with `mmds: true`. */
+export const MMDS_IP = '169.254.169.254';
+export const MMDS_ADDR = `${MMDS_IP}:80`;
 
 export interface Sandbox {
   id: string;
@@ -103,6 +120,14 @@ export function descendants(pid: number): number[] {
 export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
   const envdBin = await buildFakeEnvd();
   const isolated = opts.isolate ?? namespacesAvailable();
+  if (opts.mmds && !isolated) {
+    // 169.254.169.254 may only ever live on the loopback of a namespace the test created.
+    throw new Error(
+      `startSandbox(${opts.id}): mmds: true needs an isolated sandbox (own network namespace: root + unshare); ` +
+        'refusing to serve or poll 169.254.169.254 in the host network namespace',
+    );
+  }
+  if (opts.mmdsReply && !opts.mmds) throw new Error(`startSandbox(${opts.id}): mmdsReply needs mmds: true`);
   const dir = path.join(opts.root, opts.id);
   fs.mkdirSync(dir, { recursive: true });
   const udsPath = path.join(dir, 'v.sock');
@@ -127,7 +152,22 @@ export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
   const mode = opts.mode ?? 'init';
   const lines = ['set -e'];
   if (isolated) lines.push('ip link set lo up');
+  if (opts.mmds) {
+    // Inside this sandbox's own network namespace only (isolated is checked above).
+    lines.push(`ip addr add ${MMDS_IP}/32 dev lo`);
+  }
   lines.push('set +e');
+  if (opts.mmds) {
+    const mmdsBin = path.join(dir, 'fake-mmds');
+    fs.rmSync(mmdsBin, { force: true }); // a stale link from an earlier run in the same dir
+    fs.symlinkSync(envdBin, mmdsBin);
+    const ready = path.join(dir, 'mmds.ready');
+    const mmds = [mmdsBin, '-serve-mmds', MMDS_ADDR, '-mmds-reply', opts.mmdsReply ?? '404', '-ready-file', ready];
+    lines.push(`${mmds.map(shq).join(' ')} &`);
+    // sh may be dash (no /dev/tcp): the server writes its ready file once it listens (at most 5 s).
+    lines.push(`i=0; while [ ! -e ${shq(ready)} ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done`);
+    lines.push(`[ -e ${shq(ready)} ] || { echo 'sandbox init: fake MMDS on ${MMDS_ADDR} not ready after 5 s' >&2; exit 1; }`);
+  }
   if (mode === 'wrap') {
     lines.push(`exec ${[...probe, '--', ...envd].map(shq).join(' ')}`);
   } else {

@@ -53,6 +53,7 @@ export function buildProgram(): Command {
     .option('--probe-port <n>', "probe's command port (host-initiated connections)", int('--probe-port'), DEFAULT_COLLECTOR_OPTIONS.probePort)
     .option('--stall-after <d>', 'stuck when no new phase for this long', parseDuration, DEFAULT_COLLECTOR_OPTIONS.stallAfterMs)
     .option('--start-deadline <d>', 'stuck when not ready this long after the target started', parseDuration, DEFAULT_COLLECTOR_OPTIONS.startDeadlineMs)
+    .option('--storm-threshold <n>', 'raise socket-storm when one remote endpoint holds this many sockets', int('--storm-threshold'), 500)
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
     .action(async (o) => {
@@ -65,6 +66,7 @@ export function buildProgram(): Command {
           probePort: o.probePort,
           stallAfterMs: o.stallAfter,
           startDeadlineMs: o.startDeadline,
+          stormThreshold: o.stormThreshold,
           dashboardDir: dashboardDir(),
           ...(o.discover ? { discover: o.discover } : {}),
           ...(o.token ? { token: o.token } : {}),

@@ -5,6 +5,7 @@ import net from 'node:net';
 import { DEFAULTS, parseAddress } from '@vsockdiag/proto';
 import type { FastifyInstance } from 'fastify';
 import { buildHttp } from '../http/server.js';
+import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
 import { Discovery } from './discovery.js';
 import type { Logger } from './logger.js';
 import { Registry } from './registry.js';
@@ -20,6 +21,8 @@ export interface CollectorOptions {
   discover?: string;
   token?: string;
   dashboardDir: string;
+  /** Sockets to one remote endpoint from which a socket-storm condition is raised. */
+  stormThreshold?: number;
   /** Events kept per sandbox; older ones are pruned every minute. */
   retainEvents?: number;
 }
@@ -69,6 +72,10 @@ export class Collector {
         stallAfterMs: opts.stallAfterMs,
         startDeadlineMs: opts.startDeadlineMs,
         targetName: DEFAULTS.target,
+        conditions: {
+          ...DEFAULT_CONDITION_SETTINGS,
+          ...(opts.stormThreshold !== undefined ? { stormThreshold: opts.stormThreshold } : {}),
+        },
       },
       log,
     );

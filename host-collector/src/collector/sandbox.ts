@@ -11,6 +11,7 @@ import { GuestClock } from './clock.js';
 import type { Logger } from './logger.js';
 import { Session, type SessionHost } from './session.js';
 import type { EventRecord, Store } from './store.js';
+import { conditions, conditionsRecheckAt, type Condition, type ConditionName, type ConditionSettings, type KernelNote } from './conditions.js';
 import { decide, type SandboxState, type Verdict } from './verdict.js';
 
 export interface SandboxSettings {
@@ -18,8 +19,13 @@ export interface SandboxSettings {
   stallAfterMs: number;
   startDeadlineMs: number;
   targetName: string;
+  conditions: Omit<ConditionSettings, 'stallAfterMs'>;
   budget?: BudgetLimits;
 }
+
+/** Bounds on the short histories kept per sandbox for conditions. */
+const MAX_THREAD_SAMPLES = 256;
+const MAX_KERNEL_NOTES = 32;
 
 /** After a probe is cut off for misbehaving, its next connections are refused for this long. */
 export const COOLDOWN_MS = 5000;
@@ -45,6 +51,12 @@ export class Sandbox extends EventEmitter implements SessionHost {
   verdict: Verdict = { state: 'registered', reason: 'waiting for the probe to connect', recheckAt: null };
   stateSince = Date.now();
   counters = { sessions: 0, events: 0, gaps: 0, protocolErrors: 0, refused: 0 };
+  /** The current target's thread counts (host ms), for thread-growth. */
+  threads: Array<{ at: number; n: number }> = [];
+  /** Kernel messages worth seeing (host ms). */
+  kernel: KernelNote[] = [];
+  /** Guest wall clock minus host wall clock, from the last hello or system sample. */
+  skewMs: number | null = null;
   private server: net.Server | null = null;
   private timer: NodeJS.Timeout | null = null;
   private cooldownUntil = 0;
@@ -131,6 +143,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.counters.sessions++;
     this.clock = new GuestClock();
     this.clock.observe(hello.clocks.sinceBootMs);
+    this.skewMs = Math.round(hello.clocks.wallMs - this.clock.toHost(hello.clocks.sinceBootMs));
     this.status = hello.status;
     this.probe = { instanceId: hello.instanceId, version: hello.probeVersion, bootId: hello.bootId, generation: hello.generation };
     this.connectedAt = Date.now();
@@ -166,6 +179,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
       // Events up to the hello's lastSeq are already in its status keyframe: store them,
       // but do not apply them twice.
       if (e.seq > keyframeSeq) status = applyEvent(status, e);
+      this.remember(e);
       const { seq, t, kind, ...data } = e;
       rows.push({ sandboxId: this.id, generation: session.generation, seq, kind, tGuest: t, tHost: Math.round(this.clock.toHost(t)), data });
     }
@@ -174,6 +188,34 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.store.append(rows, done);
     this.evaluate();
     this.emit('events', events);
+  }
+
+  /** Keeps the short histories conditions need (bounded). */
+  private remember(e: ProbeEvent): void {
+    switch (e.kind) {
+      case 'target.found':
+        this.threads = [];
+        return;
+      case 'target.sample':
+        this.threads.push({ at: this.clock.toHost(e.t), n: e.threads });
+        if (this.threads.length > MAX_THREAD_SAMPLES) this.threads.splice(0, this.threads.length - MAX_THREAD_SAMPLES);
+        return;
+      case 'kernel':
+        this.kernel.push({
+          what: e.what,
+          at: this.clock.toHost(e.t),
+          message: e.message,
+          ...(e.process !== undefined ? { process: e.process } : {}),
+          ...(e.pid !== undefined ? { pid: e.pid } : {}),
+        });
+        if (this.kernel.length > MAX_KERNEL_NOTES) this.kernel.shift();
+        return;
+      case 'system':
+        this.skewMs = Math.round(e.wallMs - this.clock.toHost(e.t));
+        return;
+      default:
+        return;
+    }
   }
 
   onGap(session: Session, from: number, to: number): void {
@@ -203,8 +245,26 @@ export class Sandbox extends EventEmitter implements SessionHost {
 
   // ---- verdict ----
 
+  /** Conditions in force now. */
+  currentConditions(now = Date.now()): Condition[] {
+    if (!this.status) return [];
+    return conditions({
+      now,
+      status: this.status,
+      toHost: (g) => this.clock.toHost(g),
+      threads: this.threads,
+      kernel: this.kernel,
+      skewMs: this.skewMs,
+      settings: { ...this.settings.conditions, stallAfterMs: this.settings.stallAfterMs },
+    });
+  }
+
   private verdictInput(now: number) {
+    const settings = { ...this.settings.conditions, stallAfterMs: this.settings.stallAfterMs };
+    const toHost = (g: number) => this.clock.toHost(g);
     return {
+      conditions: this.currentConditions(now),
+      conditionsRecheckAt: this.status ? conditionsRecheckAt({ status: this.status, toHost, now, settings }) : null,
       now,
       connected: this.session !== null,
       connectedAt: this.connectedAt,
@@ -225,6 +285,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     const v = decide(this.verdictInput(now));
     const previous = this.verdict.state;
     this.verdict = v;
+    this.noteConditions(now);
     if (v.state !== previous) {
       this.stateSince = now;
       this.record('state', { state: v.state, previous, reason: v.reason });
@@ -238,6 +299,20 @@ export class Sandbox extends EventEmitter implements SessionHost {
       // +1 ms so the threshold has certainly passed when we look again.
       this.timer = setTimeout(() => this.evaluate(), Math.max(0, v.recheckAt - now) + 1);
     }
+  }
+
+  private raised = new Map<ConditionName, string>();
+
+  /** Records conditions as they are raised and cleared, so the history shows them. */
+  private noteConditions(now: number): void {
+    const current = new Map(this.currentConditions(now).map((c) => [c.name, c.detail] as const));
+    for (const [name, detail] of current) {
+      if (!this.raised.has(name)) this.record('condition', { name, raised: true, detail });
+    }
+    for (const [name, detail] of this.raised) {
+      if (!current.has(name)) this.record('condition', { name, raised: false, detail });
+    }
+    this.raised = current;
   }
 
   /** A collector-side event (state change, session edge, gap) in the sandbox's history. */

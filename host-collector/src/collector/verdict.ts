@@ -5,6 +5,7 @@
 // States (DESIGN.md): registered · booting · starting · ready · stuck · exited · silent.
 
 import { formatDuration, type ProbeStatus } from '@vsockdiag/proto';
+import type { Condition } from './conditions.js';
 
 export const STATES = ['registered', 'booting', 'starting', 'ready', 'stuck', 'exited', 'silent'] as const;
 export type SandboxState = (typeof STATES)[number];
@@ -25,6 +26,10 @@ export interface VerdictInput {
   targetName: string;
   stallAfterMs: number;
   startDeadlineMs: number;
+  /** Conditions in force (see conditions.ts); some decide readiness, all show in the reason. */
+  conditions?: readonly Condition[];
+  /** When a condition may appear with no new input (see conditionsRecheckAt). */
+  conditionsRecheckAt?: number | null;
 }
 
 export interface Verdict {
@@ -36,7 +41,17 @@ export interface Verdict {
 
 const ago = (now: number, at: number) => `${formatDuration(Math.max(0, now - at))} ago`;
 
+/** Conditions that are part of the readiness answer itself, so they are not repeated. */
+const IN_READINESS = new Set(['not-accepting', 'health-failing']);
+
 export function decide(v: VerdictInput): Verdict {
+  const base = decideState(v);
+  const extra = (v.conditions ?? []).filter((c) => !IN_READINESS.has(c.name)).map((c) => `; ${c.name}: ${c.detail}`);
+  const recheck = [base.recheckAt, v.conditionsRecheckAt ?? null].filter((t): t is number => t !== null);
+  return { ...base, reason: base.reason + extra.join(''), recheckAt: recheck.length ? Math.min(...recheck) : null };
+}
+
+function decideState(v: VerdictInput): Verdict {
   const { now, status } = v;
   if (!status) {
     return { state: 'registered', reason: 'waiting for the probe to connect', recheckAt: null };
@@ -77,8 +92,10 @@ export function decide(v: VerdictInput): Verdict {
   const listener = status.listener;
   const ownedByOther = listener.bound && listener.pid !== undefined && listener.pid !== target.pid;
   const needsReady = status.phases.reported && !status.phases.ready;
+  const notAccepting = v.conditions?.find((c) => c.name === 'not-accepting');
+  const unhealthy = v.conditions?.find((c) => c.name === 'health-failing');
 
-  if (listener.bound && !ownedByOther && !needsReady) {
+  if (listener.bound && !ownedByOther && !needsReady && !notAccepting && !unhealthy) {
     const ready = status.phases.reported ? ', READY=1' : '';
     return {
       state: 'ready',
@@ -93,6 +110,8 @@ export function decide(v: VerdictInput): Verdict {
     : 'no phase reported';
   let what: string;
   if (ownedByOther) what = `:${port} is held by pid ${listener.pid}, not ${name}`;
+  else if (listener.bound && notAccepting) what = `listening on :${port} but not accepting (${notAccepting.detail})`;
+  else if (listener.bound && unhealthy) what = `listening on :${port} but not answering (${unhealthy.detail})`;
   else if (listener.bound) what = `listening on :${port} but start-up never finished (no READY=1)`;
   else what = `nothing listening on :${port}`;
 
@@ -104,6 +123,11 @@ export function decide(v: VerdictInput): Verdict {
       reason: `${alive}, listener on :${port} vanished ${ago(now, v.toHost(vanishedAt))}, ${lastPhase}`,
       recheckAt: null,
     };
+  }
+
+  // A listener whose queue never drains is stuck now: the condition already waited stall-after.
+  if (notAccepting) {
+    return { state: 'stuck', reason: `${alive}, ${what}, ${lastPhase}`, recheckAt: null };
   }
 
   const progressAt = Math.max(startedAt, last ? v.toHost(last.t) : startedAt);

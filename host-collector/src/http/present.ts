@@ -14,6 +14,12 @@ export function summary(sb: Sandbox, now = Date.now()) {
     generation: sb.generation,
     connected: sb.session !== null,
     lastPhase: status?.phases.last?.name ?? status?.phases.last?.status ?? null,
+    conditions: sb.currentConditions(now).map(({ name, detail, subject, count }) => ({
+      name,
+      detail,
+      ...(subject !== undefined ? { subject } : {}),
+      ...(count !== undefined ? { count } : {}),
+    })),
   };
 }
 
@@ -35,6 +41,12 @@ export function detail(sb: Sandbox, phases: unknown[], now = Date.now()) {
     readiness: status
       ? { reportsPhases: status.phases.reported, ready: status.phases.ready, readyAt: guestToIso(status.phases.readyAt) }
       : null,
+    health: status?.health ? { ...status.health, at: guestToIso(status.health.t) } : null,
+    sockets: status?.sockets ? { ...status.sockets, at: guestToIso(status.sockets.t) } : null,
+    system: status?.system ? { ...status.system, at: guestToIso(status.system.t) } : null,
+    clockSkewMs: sb.skewMs,
+    kernel: sb.kernel.map((k) => ({ ...k, at: new Date(k.at).toISOString() })),
+    threads: sb.threads.slice(-60).map((t) => ({ at: new Date(t.at).toISOString(), n: t.n })),
     phases,
     counters: sb.counters,
   };

@@ -14,6 +14,7 @@ import type { Logger } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
 import { ApiError } from './errors.js';
+import { metricsRoutes } from './metrics.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { serveDashboard } from './static.js';
 
@@ -67,6 +68,7 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
 
   app.get('/healthz', async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));
   app.register(sandboxRoutes, { registry: opts.registry, store: opts.store });
+  metricsRoutes(app, opts.registry);
   serveDashboard(app, opts.dashboardDir);
   return app;
 }

@@ -1,0 +1,86 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { EventBody } from '@vsockdiag/proto';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { SocketCensus } from '../src/diag.js';
+import { CENSUS_EVERY_MS, SocketWatcher } from '../src/sockets.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function procWith(inuse: number, tw: number): { root: string; set: (inuse: number, tw: number) => void } {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-sock-'));
+  dirs.push(root);
+  fs.mkdirSync(path.join(root, 'net'));
+  const set = (i: number, t: number) =>
+    fs.writeFileSync(
+      path.join(root, 'net/sockstat'),
+      `sockets: used 10\nTCP: inuse ${i} orphan 0 tw ${t} alloc ${i} mem 1\nUDP: inuse 0 mem 0\n`,
+    );
+  set(inuse, tw);
+  return { root, set };
+}
+
+function census(count: number): SocketCensus {
+  return {
+    total: count,
+    byState: { ESTABLISHED: 1, TIME_WAIT: count - 1 } as SocketCensus['byState'],
+    byRemote: [{ address: '169.254.169.254', port: 80, count }],
+    remotesDistinct: 1,
+    otherRemotes: 0,
+  };
+}
+
+describe('SocketWatcher', () => {
+  it('sends totals and a census first, then only when something moved or is due', () => {
+    const proc = procWith(3, 0);
+    let now = 0;
+    let censuses = 0;
+    const events: EventBody[] = [];
+    const w = new SocketWatcher({
+      procRoot: proc.root,
+      emit: (e) => events.push(e),
+      census: () => (censuses++, census(3)),
+      now: () => now,
+    });
+    w.tick(() => 42);
+    expect(events).toEqual([
+      { kind: 'sockets', tcpInUse: 3, timeWait: 0, byState: { ESTABLISHED: 1, TIME_WAIT: 2 }, top: [{ address: '169.254.169.254', port: 80, count: 3 }], remotesDistinct: 1, censusAt: 42 },
+    ]);
+    now = 500;
+    w.tick(() => 43);
+    expect(events).toHaveLength(1); // nothing moved, nothing due
+    // A storm: totals jump → totals and an early census (after the minimum gap).
+    proc.set(10, 3000);
+    now = 1500;
+    w.tick(() => 44);
+    expect(events).toHaveLength(2);
+    expect(events[1]).toMatchObject({ tcpInUse: 10, timeWait: 3000, censusAt: 44 });
+    expect(censuses).toBe(2);
+    // Small wobble: nothing; the census comes back on its period.
+    proc.set(10, 3010);
+    now = 2000;
+    w.tick(() => 45);
+    expect(events).toHaveLength(2);
+    now = 1500 + CENSUS_EVERY_MS;
+    w.tick(() => 46);
+    expect(censuses).toBe(3);
+  });
+
+  it('without sock_diag it still sends totals, never a census', () => {
+    const proc = procWith(3, 0);
+    const events: EventBody[] = [];
+    const w = new SocketWatcher({ procRoot: proc.root, emit: (e) => events.push(e), census: null, now: () => 0 });
+    w.tick(() => 1);
+    expect(events).toEqual([{ kind: 'sockets', tcpInUse: 3, timeWait: 0 }]);
+  });
+
+  it('reads the real /proc/net/sockstat', () => {
+    const events: EventBody[] = [];
+    new SocketWatcher({ procRoot: '/proc', emit: (e) => events.push(e), census: null }).tick(() => 1);
+    expect(events[0]).toMatchObject({ kind: 'sockets' });
+  });
+});
