@@ -8,13 +8,32 @@ import path from 'node:path';
 import { ROOT, startCollector, type CollectorProcess } from './harness/collector.js';
 import { namespacesAvailable, startSandbox, type Sandbox } from './harness/sandbox.js';
 
-const FATES: Array<{ id: string; what: string; envd: string[]; mode?: 'wrap' }> = [
+interface Fate {
+  id: string;
+  what: string;
+  envd: string[];
+  mode?: 'wrap';
+  probeArgs?: string[];
+  /** Needs a network namespace (a fake MMDS on the sandbox's own 169.254.169.254). */
+  mmds?: boolean;
+}
+
+const HEALTH = ['--health-url', 'http://127.0.0.1:{port}/health'];
+
+const FATES: Fate[] = [
   { id: 'healthy-1', what: 'boots normally', envd: [] },
   { id: 'healthy-2', what: 'boots normally', envd: ['-slow', '20ms'] },
   { id: 'slow-1', what: 'boots slowly (1.5 s per phase)', envd: ['-slow', '1500ms'] },
   { id: 'hung-cgroup', what: 'hangs in cgroup-manager (the seed 002 failure)', envd: ['-hang-in', 'cgroup-manager'] },
   { id: 'listen-first', what: 'binds first, then hangs before READY=1', envd: ['-listen-first', '-hang-in', 'api'] },
   { id: 'crash-api', what: 'crashes in phase api', envd: ['-crash-in', 'api'], mode: 'wrap' },
+  { id: 'no-accept', what: 'binds :49983 but never accepts', envd: ['-no-accept'], probeArgs: HEALTH },
+  {
+    id: 'mmds-storm',
+    what: 'storms a fake MMDS (seed 000: a socket-storm condition)',
+    envd: ['-mmds-addr', '169.254.169.254:80', '-mmds-storm', '20'],
+    mmds: true,
+  },
 ];
 
 async function main(): Promise<void> {
@@ -37,17 +56,26 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop());
 
   const port = Number(process.env.VSOCKDIAG_DEMO_PORT ?? 7070);
-  collector = await startCollector({ dataDir, port, args: ['--stall-after', '5s'] }).catch(() =>
+  const args = ['--stall-after', '5s', '--storm-threshold', '300'];
+  collector = await startCollector({ dataDir, port, args }).catch(() =>
     // 7070 taken: any free port will do.
-    startCollector({ dataDir, args: ['--stall-after', '5s'] }),
+    startCollector({ dataDir, args }),
   );
   if (!isolated) {
     process.stdout.write(
-      'note: not root (or no unshare): sandboxes run as plain processes, each envd on its own port, without namespaces\n',
+      'note: not root (or no unshare): sandboxes run as plain processes, each envd on its own port, without namespaces (and without the MMDS storm)\n',
     );
   }
   for (const fate of FATES) {
-    const sb = await startSandbox({ id: fate.id, root, envd: fate.envd, ...(fate.mode ? { mode: fate.mode } : {}) });
+    if (fate.mmds && !isolated) continue;
+    const sb = await startSandbox({
+      id: fate.id,
+      root,
+      envd: fate.envd,
+      ...(fate.mode ? { mode: fate.mode } : {}),
+      ...(fate.probeArgs ? { probeArgs: fate.probeArgs } : {}),
+      ...(fate.mmds ? { mmds: true } : {}),
+    });
     sandboxes.push(sb);
     await collector.api('PUT', `/v1/sandboxes/${fate.id}`, { udsPath: sb.udsPath });
     process.stdout.write(`  ${fate.id.padEnd(13)} ${fate.what}\n`);
@@ -63,6 +91,7 @@ vsockdiag demo: ${sandboxes.length} simulated sandboxes${isolated ? ', each in i
               ${env}${cli} wait-ready slow-1 --timeout 30s
               ${env}${cli} wait-ready crash-api; echo "exit $?"
               curl -s '${collector.url}/v1/sandboxes/listen-first/readiness?wait=1000'
+              curl -s ${collector.url}/metrics | grep condition
 
 Ctrl-C stops everything.
 `);

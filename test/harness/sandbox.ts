@@ -40,7 +40,7 @@ export interface SandboxOptions {
   envd?: string[];
   /** 'init': a shell init starts the probe, then envd. 'wrap': the probe starts envd (`-- envd`). */
   mode?: 'init' | 'wrap';
-  /** Extra probe flags. */
+  /** Extra probe flags; "{port}" is replaced by the sandbox's expected port. */
   probeArgs?: string[];
   /** Use namespaces (default: when available). */
   isolate?: boolean;
@@ -146,7 +146,8 @@ export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
     '--notify-socket', notify,
     '--expect-port', String(expectPort),
     '--target', 'fake-envd',
-    ...(opts.probeArgs ?? []),
+    // "{port}" in extra flags stands for the expected port (distinct per sandbox without namespaces).
+    ...(opts.probeArgs ?? []).map((a) => a.replaceAll('{port}', String(expectPort))),
   ];
   const envd = [envdBin, '-addr', isolated ? '0.0.0.0' : '127.0.0.1', '-port', String(expectPort), ...(opts.envd ?? [])];
   const mode = opts.mode ?? 'init';
