@@ -20,6 +20,7 @@ const OPTIONS = {
   interval: { kind: 'duration', def: `${DEFAULTS.intervalMs}ms`, help: 'sampling period once the target is ready' },
   'boot-interval': { kind: 'duration', def: `${DEFAULTS.bootIntervalMs}ms`, help: 'sampling period until the target is ready' },
   'health-url': { kind: 'url', def: '', help: 'in-guest HTTP health check expecting 204, e.g. http://127.0.0.1:49983/health' },
+  'pprof-url': { kind: 'url', def: '', help: "the target's goroutine pprof URL, for harmless Go dumps (e.g. http://127.0.0.1:6060/debug/pprof/goroutine?debug=2)" },
   'log-file': { kind: 'path', def: '', help: "follow the target's log file (e.g. runit's stderr log) for phase lines" },
   'journal-unit': { kind: 'string', def: '', help: "follow the target's systemd unit in the journal for phase lines" },
   'phase-pattern': { kind: 'regex', def: DEFAULT_PHASE_PATTERN, help: 'log lines matching this regex are phases (group 1 = the phase)' },
@@ -42,6 +43,7 @@ export interface ProbeConfig {
   bootIntervalMs: number;
   procRoot: string;
   healthUrl: string | null;
+  pprofUrl: string | null;
   logFile: string | null;
   journalUnit: string | null;
   phasePattern: RegExp;
@@ -160,6 +162,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     bootIntervalMs: parseDuration(raw['boot-interval']),
     procRoot: raw['proc-root'],
     healthUrl: raw['health-url'] || null,
+    pprofUrl: raw['pprof-url'] || null,
     logFile: raw['log-file'] || null,
     journalUnit: raw['journal-unit'] || null,
     phasePattern: compilePhasePattern(raw['phase-pattern']),

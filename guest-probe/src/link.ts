@@ -18,19 +18,17 @@ import {
   type CollectorMessage,
   type Hello,
   type ProbeMessage,
-  type ProbeMessageOf,
 } from '@vsockdiag/proto';
 import { Backoff } from './backoff.js';
+import { channelFor, runCommand, type CommandHandler } from './commands.js';
 import type { EventRing } from './ring.js';
-
-export type CommandAnswer = Omit<ProbeMessageOf<'result'>, 'type' | 'id'>;
 
 export interface LinkOptions {
   address: string;
   ring: EventRing;
   /** Builds the hello for a new session (it carries the current status keyframe). */
   hello: (generation: number) => Omit<Hello, 'type'>;
-  onCommand: (command: Extract<CollectorMessage, { type: 'command' }>) => Promise<CommandAnswer>;
+  onCommand: CommandHandler;
   sinceBootMs: () => number;
   log: (level: 'info' | 'warn', message: string) => void;
   heartbeatMs?: number;
@@ -217,10 +215,7 @@ export class Link extends EventEmitter {
         }
         return;
       case 'command':
-        this.opts.onCommand(m).then(
-          (answer) => this.write({ type: 'result', id: m.id, ...answer }),
-          (err: Error) => this.write({ type: 'result', id: m.id, ok: false, error: err.message }),
-        );
+        if (this.socket) runCommand(this.opts.onCommand, m, channelFor(this.socket));
         return;
       case 'heartbeat':
         return;

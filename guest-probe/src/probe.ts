@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import type net from 'node:net';
 import path from 'node:path';
 import {
+  DUMP_CHUNK_BYTES,
   MAX_TEXT,
   PROTOCOL_VERSION,
   applyEvent,
@@ -23,15 +24,16 @@ import {
   type ProbeStatus,
 } from '@vsockdiag/proto';
 import { BootClock } from './clock.js';
-import { serveCommands } from './commands.js';
+import { serveCommands, type Command, type CommandAnswer, type CommandChannel } from './commands.js';
 import type { ProbeConfig } from './config.js';
-import { Link, type CommandAnswer } from './link.js';
+import { Link } from './link.js';
 import { socketCensus } from './diag.js';
 import { HealthChecker } from './health.js';
 import { KmsgReader } from './kmsg.js';
 import { FileFollower } from './logs/follow-file.js';
 import { JournalFollower } from './logs/journal.js';
-import { LogWatcher } from './logs/log-watcher.js';
+import { LogWatcher, type LogWriter } from './logs/log-watcher.js';
+import { SigquitCapture, takeDump } from './dumps/index.js';
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
 import { phaseEvent } from './phases.js';
@@ -62,6 +64,12 @@ export class Probe {
   private notify: NotifyListener | null = null;
   private readonly kmsg: KmsgReader | null;
   private readonly health: HealthChecker | null;
+  /** The Go traceback a SIGQUIT prints goes to the target's stderr: every raw stderr chunk
+   *  passes through here on its way to the log watcher. */
+  private readonly sigquit = new SigquitCapture();
+  private exitWaiters: Array<{ pid: number; resolve: () => void }> = [];
+  /** Commands still running (a dump): wrap mode waits for them before exiting. */
+  private inflight = 0;
   /** Log lines (wrap mode's pipes, a followed file, the journal): phases and a bounded tail. */
   private readonly logs: LogWatcher;
   private readonly file: FileFollower | null;
@@ -100,7 +108,7 @@ export class Probe {
     const kmsg = config.kmsg ? new KmsgReader({ path: config.kmsg, emit, log }) : null;
     this.kmsg = kmsg;
     this.logs = new LogWatcher({ pattern: config.phasePattern, emit });
-    this.file = config.logFile ? new FileFollower(config.logFile, this.logs.input('file'), { log }) : null;
+    this.file = config.logFile ? new FileFollower(config.logFile, this.tee(this.logs.input('file')), { log }) : null;
     this.watchers = [
       this.target,
       this.listener,
@@ -116,7 +124,7 @@ export class Probe {
       address: config.connect,
       ring: this.ring,
       hello: (generation) => this.hello(generation),
-      onCommand: (c) => this.command(c),
+      onCommand: (c, channel) => this.command(c, channel),
       sinceBootMs: () => this.clock.sinceBootMs(),
       log,
       // Only vsock has errors that retrying soon will not fix; a missing Unix socket file
@@ -142,13 +150,19 @@ export class Probe {
     const event = this.ring.push(body, this.clock.sinceBootMs());
     this.status = applyEvent(this.status, event);
     if (event.kind === 'listener.bound' || event.kind === 'listener.unbound') this.health?.kick();
+    if (event.kind === 'target.exit') {
+      for (const w of this.exitWaiters.filter((x) => x.pid === event.pid)) w.resolve();
+      this.exitWaiters = this.exitWaiters.filter((x) => x.pid !== event.pid);
+    }
     this.link.flush();
   }
 
   async start(): Promise<void> {
     this.openNotifySocket();
     await this.openCommandPort();
-    if (this.config.journalUnit) this.journal = new JournalFollower(this.config.journalUnit, this.logs.input('journal'), this.log);
+    if (this.config.journalUnit) {
+      this.journal = new JournalFollower(this.config.journalUnit, this.tee(this.logs.input('journal')), this.log);
+    }
     if (this.config.command.length) this.wrap();
     this.link.start();
     this.sample();
@@ -177,6 +191,17 @@ export class Probe {
     this.timer = setTimeout(() => this.sample(), this.settled ? this.config.intervalMs : this.config.bootIntervalMs);
   }
 
+  /** A log source that is the target's stderr: its raw bytes also feed the SIGQUIT capture. */
+  private tee(writer: LogWriter): LogWriter {
+    return {
+      feed: (chunk) => {
+        this.sigquit.feed(chunk);
+        writer.feed(chunk);
+      },
+      end: () => writer.end(),
+    };
+  }
+
   /** Now and then the whole status as one event: a collector that missed deltas (a gap)
    *  resynchronises from it. */
   private keyframe(): void {
@@ -195,16 +220,62 @@ export class Probe {
       bootId: this.bootId,
       clocks: { wallMs: Date.now(), sinceBootMs: this.clock.sinceBootMs() },
       lastSeq: this.ring.lastSeq,
-      config: { target: this.config.target, expectPort: this.config.expectPort },
+      config: { target: this.config.target, expectPort: this.config.expectPort, pprof: this.config.pprofUrl !== null },
       status: this.status,
     };
   }
 
-  private async command(c: Extract<CollectorMessage, { type: 'command' }>): Promise<CommandAnswer> {
+  private async command(c: Command, channel: CommandChannel): Promise<CommandAnswer> {
     switch (c.op) {
       case 'status':
         return { ok: true, status: this.status };
+      case 'dump':
+        return this.dump(c, channel);
     }
+  }
+
+  /** Takes a dump and streams it in chunks; the result says what was sent. */
+  private async dump(c: Command, channel: CommandChannel): Promise<CommandAnswer> {
+    const mode = c.mode ?? 'threads';
+    const pid = this.target.pid;
+    this.inflight++;
+    try {
+      const r = await takeDump(
+        { mode, destructive: c.destructive === true },
+        {
+          targetPid: pid,
+          procRoot: this.config.procRoot,
+          pprofUrl: this.config.pprofUrl,
+          sigquit: this.sigquit,
+          exited: (p) => this.exitOf(p),
+        },
+      );
+      const data = Buffer.from(r.text, 'utf8');
+      let chunks = 0;
+      for (let at = 0; at < data.length; at += DUMP_CHUNK_BYTES) {
+        await channel.send({ type: 'dump.chunk', id: c.id, index: chunks++, data: data.subarray(at, at + DUMP_CHUNK_BYTES) });
+      }
+      return {
+        ok: r.error === undefined,
+        ...(r.error !== undefined ? { error: r.error.slice(0, MAX_TEXT) } : {}),
+        dump: {
+          mode,
+          source: r.source,
+          complete: r.complete,
+          bytes: data.length,
+          chunks,
+          ...(pid !== null ? { pid } : {}),
+        },
+      };
+    } finally {
+      this.inflight--;
+    }
+  }
+
+  /** Resolves when the target with this pid is reported gone. */
+  private exitOf(pid: number): Promise<void> {
+    if (this.target.pid !== pid) return Promise.resolve();
+    return new Promise((resolve) => this.exitWaiters.push({ pid, resolve }));
   }
 
   private openNotifySocket(): void {
@@ -253,7 +324,11 @@ export class Probe {
       this.commandServer = await listen(
         addr,
         (socket) =>
-          serveCommands(socket, { hello: () => this.hello(this.link.generation), onCommand: (c) => this.command(c), log: this.log }),
+          serveCommands(socket, {
+            hello: () => this.hello(this.link.generation),
+            onCommand: (c, channel) => this.command(c, channel),
+            log: this.log,
+          }),
         { replaceStale: true },
       );
     } catch (err) {
@@ -271,13 +346,18 @@ export class Probe {
         this.emit({ kind: 'probe.notice', level: 'warn', message: `cannot start ${this.config.command[0]}: ${err.message}` });
         this.log('warn', `cannot start ${this.config.command[0]}: ${err.message}`);
       },
-      onOutput: (stream, chunk) => this.logs.input(stream).feed(chunk),
+      onOutput: (stream, chunk) => {
+        if (stream === 'stderr') this.sigquit.feed(chunk);
+        this.logs.input(stream).feed(chunk);
+      },
       onOutputEnd: (stream) => this.logs.input(stream).end(),
       onExit: (code, signal) => {
         this.logs.flush(); // the last lines before the exit, in order
         this.target.childExited(code, signal);
         // Pass the status on to our own supervisor once the collector has the exit on record.
         void this.link.waitAcked(this.ring.lastSeq, EXIT_FLUSH_MS).then(async () => {
+          // A dump in flight (the SIGQUIT one ends the target) still has to reach the host.
+          for (let waited = 0; this.inflight > 0 && waited < EXIT_FLUSH_MS; waited += 50) await sleep(50);
           this.stop();
           await flushOutput(2000);
           process.exit(exitStatusOf(code, signal));
@@ -287,3 +367,5 @@ export class Probe {
     if (child.pid !== undefined) this.target.adoptChild(child.pid, this.config.command);
   }
 }
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

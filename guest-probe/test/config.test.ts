@@ -15,6 +15,7 @@ const OPTION_NAMES: OptionName[] = [
   'interval',
   'boot-interval',
   'health-url',
+  'pprof-url',
   'log-file',
   'journal-unit',
   'phase-pattern',

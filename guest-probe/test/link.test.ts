@@ -16,7 +16,8 @@ import {
   type ProbeMessageOf,
 } from '@vsockdiag/proto';
 import { Backoff } from '../src/backoff.js';
-import { FATAL_RETRY_MS, Link, type CommandAnswer, type LinkOptions } from '../src/link.js';
+import { FATAL_RETRY_MS, Link, type LinkOptions } from '../src/link.js';
+import type { CommandAnswer } from '../src/commands.js';
 import { EventRing } from '../src/ring.js';
 
 // ---------------------------------------------------------------------------------------

@@ -22,6 +22,11 @@ export const MAX_LOG_LINES_PER_BATCH = 200;
 /** sd_notify datagrams above this are rejected (systemd uses the same order of size). */
 export const MAX_NOTIFY_DATAGRAM = 4096;
 
+/** Dumps travel in chunks of at most this many bytes… */
+export const DUMP_CHUNK_BYTES = 256 * 1024;
+/** …and are cut (marked incomplete) beyond this size. A 10,000-goroutine Go dump is ~10 MB. */
+export const MAX_DUMP_BYTES = 64 * 1024 * 1024;
+
 export const HEARTBEAT_INTERVAL_MS = 1000;
 /** Silence longer than this means the link is dead even if no socket error surfaced
  *  (a snapshot's transport reset may never reach the guest as an error). */

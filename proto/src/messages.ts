@@ -7,7 +7,14 @@
 
 import * as s from './schema.js';
 import { eventSchema, statusSchema } from './events.js';
-import { MAX_EVENTS_PER_BATCH, MAX_NAME, MAX_TEXT } from './limits.js';
+import { DUMP_CHUNK_BYTES, MAX_DUMP_BYTES, MAX_EVENTS_PER_BATCH, MAX_NAME, MAX_TEXT } from './limits.js';
+
+export const COMMAND_OPS = ['status', 'dump'] as const;
+/** threads: every task's state, wchan, syscall and kernel stack (harmless); goroutines: a Go
+ *  dump (pprof, harmless; or SIGQUIT, which ends the target); native: gdb/eu-stack. */
+export const DUMP_MODES = ['threads', 'goroutines', 'native'] as const;
+export const DUMP_SOURCES = ['proc', 'pprof', 'sigquit', 'gdb', 'eu-stack', 'none'] as const;
+export type DumpMode = (typeof DUMP_MODES)[number];
 
 const ms = s.number({ min: 0, max: 1e13 });
 const seq = s.int({ min: 0 });
@@ -24,7 +31,12 @@ export const helloSchema = s.object({
   clocks: s.object({ wallMs: ms, sinceBootMs: ms }),
   /** Highest sequence number the probe has assigned so far (0 = none). */
   lastSeq: seq,
-  config: s.object({ target: s.string({ max: MAX_NAME }), expectPort: s.int({ min: 0, max: 65535 }) }),
+  config: s.object({
+    target: s.string({ max: MAX_NAME }),
+    expectPort: s.int({ min: 0, max: 65535 }),
+    /** The probe can take a harmless goroutine dump (it has a pprof URL). */
+    pprof: s.optional(s.boolean()),
+  }),
   status: statusSchema,
 });
 
@@ -33,23 +45,42 @@ export const probeMessages = {
   events: s.object({ events: s.array(eventSchema, { max: MAX_EVENTS_PER_BATCH }) }),
   /** Events from..to (inclusive) fell out of the probe's ring before they were acked. */
   gap: s.object({ from: s.int({ min: 1 }), to: s.int({ min: 1 }) }),
+  /** One piece of a dump being answered to command `id`, in order from index 0. */
+  'dump.chunk': s.object({ id: s.int({ min: 1 }), index: s.int({ min: 0 }), data: s.bytes({ max: DUMP_CHUNK_BYTES }) }),
   result: s.object({
     id: s.int({ min: 1 }),
     ok: s.boolean(),
     error: s.optional(s.string({ max: MAX_TEXT })),
     status: s.optional(statusSchema),
+    /** For a dump: what was sent in the chunks before this result. */
+    dump: s.optional(
+      s.object({
+        mode: s.oneOf(DUMP_MODES),
+        source: s.oneOf(DUMP_SOURCES),
+        complete: s.boolean(),
+        bytes: s.int({ min: 0, max: MAX_DUMP_BYTES }),
+        chunks: s.int({ min: 0 }),
+        /** The target the dump is of. */
+        pid: s.optional(s.int({ min: 1 })),
+        note: s.optional(s.string({ max: MAX_TEXT })),
+      }),
+    ),
   }),
   heartbeat: s.object({ sinceBootMs: ms }),
 };
 
-export const COMMAND_OPS = ['status'] as const;
 
 export const collectorMessages = {
   /** Answer to hello: the probe resends every event after `ack`. */
   welcome: s.object({ ack: seq, hostWallMs: ms }),
   /** Everything up to and including `seq` is durable on the host. */
   ack: s.object({ seq }),
-  command: s.object({ id: s.int({ min: 1 }), op: s.oneOf(COMMAND_OPS) }),
+  command: s.object({
+    id: s.int({ min: 1 }),
+    op: s.oneOf(COMMAND_OPS),
+    mode: s.optional(s.oneOf(DUMP_MODES)),
+    destructive: s.optional(s.boolean()),
+  }),
   heartbeat: s.object({}),
 };
 

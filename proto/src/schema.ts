@@ -49,6 +49,17 @@ export function string(opts: { max: number; min?: number }): Schema<string> {
   };
 }
 
+/** Raw bytes (msgpack bin), bounded. */
+export function bytes(opts: { max: number }): Schema<Uint8Array> {
+  return {
+    parse(v, path = '') {
+      if (!(v instanceof Uint8Array)) fail(path, `expected bytes, got ${describe(v)}`);
+      if (v.length > opts.max) fail(path, `more than ${opts.max} bytes`);
+      return v;
+    },
+  };
+}
+
 export function int(opts: { min?: number; max?: number } = {}): Schema<number> {
   const min = opts.min ?? Number.MIN_SAFE_INTEGER;
   const max = opts.max ?? Number.MAX_SAFE_INTEGER;

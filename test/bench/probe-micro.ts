@@ -46,10 +46,15 @@ const listener = new ListenerWatcher({ port, procRoot, query, emit, targetPid: (
 const sockets = new SocketWatcher({ procRoot, emit, census: null });
 const sinceBoot = () => 0;
 
-// Warm-up and the edges: find the target (one /proc scan), see the listener bound.
-target.tick();
+// Warm-up and the edges: find the target (one /proc scan), see the listener bound. The target
+// was started just before this script: give it (at most) 10 s.
+const pause = new Int32Array(new SharedArrayBuffer(4));
+for (const until = Date.now() + 10_000; Date.now() < until; Atomics.wait(pause, 0, 0, 20)) {
+  if (target.pid === null) target.tick();
+  if (target.pid !== null) listener.tick();
+  if (emitted['listener.bound']) break;
+}
 if (target.pid === null) throw new Error(`no process named ${targetName} in this namespace`);
-listener.tick();
 if (!emitted['listener.bound']) throw new Error(`no listener on :${port} (query source ${query.source})`);
 const missing = `no-such-process-${process.pid}`;
 const LISTEN_ONLY = new Set<number>([TcpState.LISTEN]);

@@ -45,6 +45,8 @@ type config struct {
 	mmdsAddr    string
 	mmdsStorm   int
 	exitAfter   time.Duration
+	idle        int
+	pprofAddr   string
 
 	// -serve-mmds mode (mmds_server.go).
 	serveMMDS string
@@ -102,6 +104,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&cfg.mmdsAddr, "mmds-addr", "", "`HOST:PORT` of a fake MMDS to poll (empty = no MMDS polling, no outbound traffic)")
 	fs.IntVar(&cfg.mmdsStorm, "mmds-storm", 0, "start `N` MMDS pollers that never stop (envd's /init goroutine leak); needs -mmds-addr")
 	fs.DurationVar(&cfg.exitAfter, "exit-after", 0, "after READY, exit 0 after this long (0 = never)")
+	fs.IntVar(&cfg.idle, "idle-goroutines", 0, "start `N` goroutines parked on a channel forever (a big goroutine dump)")
+	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on `HOST:PORT` from the start (a harmless goroutine dump)")
 	fs.StringVar(&cfg.serveMMDS, "serve-mmds", "", "run ONLY a fake MMDS HTTP server on `HOST:PORT` (no envd phases, notify or listener)")
 	fs.StringVar(&cfg.mmdsReply, "mmds-reply", "404", "with -serve-mmds: what GET / answers, 404 (pollers keep polling) or ok (200 + JSON opts)")
 	fs.StringVar(&cfg.readyFile, "ready-file", "", "with -serve-mmds: write this `PATH` once the MMDS socket listens")
@@ -146,6 +150,14 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.slow < 0 || cfg.exitAfter < 0 {
 		return nil, fmt.Errorf("-slow and -exit-after must not be negative")
 	}
+	if cfg.idle < 0 || cfg.idle > 1_000_000 {
+		return nil, fmt.Errorf("-idle-goroutines: out of range: %d", cfg.idle)
+	}
+	if cfg.pprofAddr != "" {
+		if _, _, err := net.SplitHostPort(cfg.pprofAddr); err != nil {
+			return nil, fmt.Errorf("-pprof: want HOST:PORT: %v", err)
+		}
+	}
 	if cfg.mmdsStorm < 0 {
 		return nil, fmt.Errorf("-mmds-storm must not be negative")
 	}
@@ -184,6 +196,11 @@ func main() {
 
 	if cfg.serveMMDS != "" {
 		serveMMDS(cfg) // never returns
+	}
+
+	startIdle(cfg.idle)
+	if cfg.pprofAddr != "" {
+		startPprof(cfg.pprofAddr)
 	}
 
 	st := newStartup(cfg)

@@ -38,7 +38,8 @@ export interface SandboxOptions {
   root: string;
   /** Arguments for the fake envd (e.g. ["-hang-in", "cgroup-manager"]). */
   envd?: string[];
-  /** 'init': a shell init starts the probe, then envd. 'wrap': the probe starts envd (`-- envd`). */
+  /** 'init': a shell init starts the probe, then envd. 'wrap': the probe starts envd (`-- envd`).
+   *  Default: init in a namespace, wrap without one. */
   mode?: 'init' | 'wrap';
   /** Extra probe flags; "{port}" is replaced by the sandbox's expected port. */
   probeArgs?: string[];
@@ -150,7 +151,9 @@ export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
     ...(opts.probeArgs ?? []).map((a) => a.replaceAll('{port}', String(expectPort))),
   ];
   const envd = [envdBin, '-addr', isolated ? '0.0.0.0' : '127.0.0.1', '-port', String(expectPort), ...(opts.envd ?? [])];
-  const mode = opts.mode ?? 'init';
+  // Without a PID namespace every probe would see every sandbox's envd and adopt the oldest:
+  // there, each probe starts its own envd (wrap mode) unless told otherwise.
+  const mode = opts.mode ?? (isolated ? 'init' : 'wrap');
   const lines = ['set -e'];
   if (isolated) lines.push('ip link set lo up');
   if (opts.mmds) {

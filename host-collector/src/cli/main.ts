@@ -2,12 +2,14 @@
 // running collector over its HTTP API (--collector / VSOCKDIAG_URL, --token /
 // VSOCKDIAG_TOKEN).
 
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { parseDuration } from '@vsockdiag/proto';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { createLogger } from '../collector/logger.js';
+import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
 import { ClientError, CollectorClient } from './client.js';
 import { colorState, sinceText, table, type SandboxSummary } from './format.js';
 
@@ -53,6 +55,7 @@ export function buildProgram(): Command {
     .option('--probe-port <n>', "probe's command port (host-initiated connections)", int('--probe-port'), DEFAULT_COLLECTOR_OPTIONS.probePort)
     .option('--stall-after <d>', 'stuck when no new phase for this long', parseDuration, DEFAULT_COLLECTOR_OPTIONS.stallAfterMs)
     .option('--start-deadline <d>', 'stuck when not ready this long after the target started', parseDuration, DEFAULT_COLLECTOR_OPTIONS.startDeadlineMs)
+    .addOption(new Option('--on-stuck <what>', "dumps taken on entering stuck: 'threads' (harmless) or 'quit' (also SIGQUIT's Go dump; envd restarts)").choices(['threads', 'quit']).default('threads'))
     .option('--storm-threshold <n>', 'raise socket-storm when one remote endpoint holds this many sockets', int('--storm-threshold'), 500)
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
@@ -67,6 +70,7 @@ export function buildProgram(): Command {
           stallAfterMs: o.stallAfter,
           startDeadlineMs: o.startDeadline,
           stormThreshold: o.stormThreshold,
+          onStuck: o.onStuck,
           dashboardDir: dashboardDir(),
           ...(o.discover ? { discover: o.discover } : {}),
           ...(o.token ? { token: o.token } : {}),
@@ -156,7 +160,87 @@ export function buildProgram(): Command {
       }
     });
 
+  program
+    .command('dump <id>')
+    .description("take a dump of a sandbox's target: threads (harmless), goroutines (pprof, or SIGQUIT with --destructive), native")
+    .addOption(new Option('--mode <mode>', 'what to dump').choices(['threads', 'goroutines', 'native']).default('threads'))
+    .option('--destructive', 'allow SIGQUIT for a Go dump (envd exits; its supervisor restarts it)')
+    .option('--out <file>', 'also write the raw dump text to this file')
+    .option('--json', 'JSON output (the dump with its parsed groups)')
+    .action(async (id: string, o, cmd: Command) => {
+      const c = client(cmd);
+      const stop = spinner(`taking a ${o.mode} dump of ${id}`);
+      let made: { body: DumpBody };
+      try {
+        made = await c.request<DumpBody>('POST', `/v1/sandboxes/${encodeURIComponent(id)}/dumps`, { mode: o.mode, destructive: o.destructive === true }, [], 120_000);
+      } finally {
+        stop();
+      }
+      const full = await c.request<DumpBody & { text: string }>('GET', `/v1/sandboxes/${encodeURIComponent(id)}/dumps/${made.body.id}`);
+      if (o.out) fs.writeFileSync(o.out, full.body.text);
+      if (o.json) return void process.stdout.write(`${JSON.stringify(full.body, null, 2)}\n`);
+      const d = full.body;
+      const analysis = analyzeDump(d.text);
+      const flags = [d.complete ? 'complete' : 'INCOMPLETE', `${d.source}`, `${Math.round(d.bytes / 1024)} KiB`, `generation ${d.generation}`];
+      process.stdout.write(`dump ${d.id} of ${id}: ${d.mode} (${flags.join(', ')})${d.note ? ` — ${d.note}` : ''}\n`);
+      if (d.error) process.stdout.write(`error: ${d.error}\n`);
+      if (analysis.kind !== 'unknown') process.stdout.write(summarizeAnalysis(analysis));
+      if (o.out) process.stdout.write(`raw text written to ${o.out}\n`);
+      if (d.error && !d.bytes) process.exitCode = EXIT.error;
+    });
+
+  program
+    .command('parse-dump [file]')
+    .description('group a Go traceback or a probe threads dump offline (FILE, or - / nothing for stdin)')
+    .option('--json', 'JSON output: the same goroutineGroups / threads structure the API returns')
+    .action(async (file: string | undefined, o) => {
+      const text = !file || file === '-' ? await readStdin() : fs.readFileSync(file, 'utf8');
+      const analysis = analyzeDump(text);
+      if (o.json) return void process.stdout.write(`${JSON.stringify(analysis, null, 2)}\n`);
+      if (analysis.kind === 'unknown') {
+        process.stderr.write('vsockdiag: no goroutine or threads dump found in the input\n');
+        process.exitCode = EXIT.error;
+        return;
+      }
+      process.stdout.write(summarizeAnalysis(analysis));
+    });
+
   return program;
+}
+
+interface DumpBody {
+  id: number;
+  mode: string;
+  source: string;
+  complete: boolean;
+  bytes: number;
+  generation: number;
+  error: string | null;
+  note: string | null;
+}
+
+/** A spinner on stderr while waiting (a plain line when stderr is not a terminal). */
+function spinner(what: string): () => void {
+  if (!process.stderr.isTTY) {
+    process.stderr.write(`${what}…\n`);
+    return () => {};
+  }
+  const frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+  const started = Date.now();
+  let i = 0;
+  const timer = setInterval(() => {
+    process.stderr.write(`\r${frames[i++ % frames.length]} ${what}… ${((Date.now() - started) / 1000).toFixed(1)}s`);
+  }, 100);
+  return () => {
+    clearInterval(timer);
+    process.stderr.write('\r\x1b[K');
+  };
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 interface StatusBody extends SandboxSummary {

@@ -30,6 +30,12 @@ export class Budget {
     this.last = now;
   }
 
+  /** Allows `bytes` (and their frames) on top of the budget: data the collector asked for. */
+  grant(bytes: number): void {
+    this.bytes += bytes;
+    this.frames += Math.ceil(bytes / 1024) + 16;
+  }
+
   /** Charges raw bytes received; false when over budget. */
   spendBytes(size: number, now = Date.now()): boolean {
     this.refill(now);
@@ -47,7 +53,8 @@ export class Budget {
   private refill(now: number): void {
     const dt = Math.max(0, now - this.last) / 1000;
     this.last = now;
-    this.bytes = Math.min(this.limits.burstBytes, this.bytes + dt * this.limits.bytesPerSec);
-    this.frames = Math.min(this.limits.burstFrames, this.frames + dt * this.limits.framesPerSec);
+    // Refill up to the burst, but never take back a grant that put the bucket above it.
+    this.bytes = Math.max(this.bytes, Math.min(this.limits.burstBytes, this.bytes + dt * this.limits.bytesPerSec));
+    this.frames = Math.max(this.frames, Math.min(this.limits.burstFrames, this.frames + dt * this.limits.framesPerSec));
   }
 }

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildHttp } from '../http/server.js';
 import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
 import { Discovery } from './discovery.js';
+import { DumpService, type OnStuck } from './dump-service.js';
 import type { Logger } from './logger.js';
 import { Registry } from './registry.js';
 import { Store } from './store.js';
@@ -21,6 +22,8 @@ export interface CollectorOptions {
   discover?: string;
   token?: string;
   dashboardDir: string;
+  /** On entering stuck: 'threads' (harmless dumps only) or 'quit' (also SIGQUIT's Go dump). */
+  onStuck?: OnStuck;
   /** Sockets to one remote endpoint from which a socket-storm condition is raised. */
   stormThreshold?: number;
   /** Events kept per sandbox; older ones are pruned every minute. */
@@ -53,6 +56,7 @@ export class Collector {
   readonly store: Store;
   readonly registry: Registry;
   readonly http: FastifyInstance;
+  readonly dumps: DumpService;
   private discovery: Discovery | null = null;
   private pruneTimer: NodeJS.Timeout | null = null;
 
@@ -79,9 +83,11 @@ export class Collector {
       },
       log,
     );
+    this.dumps = new DumpService(this.store, this.registry, log, { probePort: opts.probePort, onStuck: opts.onStuck ?? 'threads' });
     this.http = buildHttp({
       registry: this.registry,
       store: this.store,
+      dumps: this.dumps,
       log,
       dashboardDir: opts.dashboardDir,
       ...(opts.token ? { token: opts.token } : {}),

@@ -43,7 +43,9 @@ export class Sandbox extends EventEmitter implements SessionHost {
   status: ProbeStatus | null = null;
   session: Session | null = null;
   clock = new GuestClock();
-  probe: { instanceId: string; version: string; bootId: string; generation: number } | null = null;
+  probe: { instanceId: string; version: string; bootId: string; generation: number; pprof: boolean } | null = null;
+  /** The newest dumps (ids into the store), newest last, for linking from the state. */
+  recentDumps: Array<{ id: number | null; mode: string; trigger: string; at: number; complete: boolean; error?: string }> = [];
   listenError: string | null = null;
   connectedAt: number | undefined;
   disconnectedAt: number | undefined;
@@ -145,7 +147,13 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.clock.observe(hello.clocks.sinceBootMs);
     this.skewMs = Math.round(hello.clocks.wallMs - this.clock.toHost(hello.clocks.sinceBootMs));
     this.status = hello.status;
-    this.probe = { instanceId: hello.instanceId, version: hello.probeVersion, bootId: hello.bootId, generation: hello.generation };
+    this.probe = {
+      instanceId: hello.instanceId,
+      version: hello.probeVersion,
+      bootId: hello.bootId,
+      generation: hello.generation,
+      pprof: hello.config.pprof === true,
+    };
     this.connectedAt = Date.now();
     this.store.openSession({
       sandboxId: this.id,
@@ -167,6 +175,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     });
     this.log.info({ sandbox: this.id, generation: this.generation, instance: hello.instanceId, ack }, 'probe connected');
     this.evaluate();
+    this.emit('connected', this.generation);
     return ack;
   }
 
@@ -299,6 +308,36 @@ export class Sandbox extends EventEmitter implements SessionHost {
       // +1 ms so the threshold has certainly passed when we look again.
       this.timer = setTimeout(() => this.evaluate(), Math.max(0, v.recheckAt - now) + 1);
     }
+  }
+
+  /** Resolves true when a probe session is (or becomes) open within `ms`. */
+  waitForSession(ms: number): Promise<boolean> {
+    if (this.session) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        this.removeListener('connected', onConnected);
+        resolve(ok);
+      };
+      const onConnected = () => done(true);
+      const timer = setTimeout(() => done(false), ms);
+      this.once('connected', onConnected);
+    });
+  }
+
+  /** A dump was taken (or failed): into the history, and linked from the sandbox. */
+  recordDump(d: { dumpId?: number; mode: string; trigger: string; complete: boolean; error?: string; blockedIn?: string; count?: number }): void {
+    this.record('dump', d);
+    this.recentDumps.push({
+      id: d.dumpId ?? null,
+      mode: d.mode,
+      trigger: d.trigger,
+      at: Date.now(),
+      complete: d.complete,
+      ...(d.error ? { error: d.error } : {}),
+    });
+    if (this.recentDumps.length > 10) this.recentDumps.shift();
+    this.emit('dump', d);
   }
 
   private raised = new Map<ConditionName, string>();

@@ -21,6 +21,7 @@ import {
   type ProbeMessage,
 } from '@vsockdiag/proto';
 import { Budget, type BudgetLimits } from './budget.js';
+import { RequestError, Requests, type Answer } from './requests.js';
 import type { Logger } from './logger.js';
 
 export const HELLO_TIMEOUT_MS = 5000;
@@ -41,6 +42,7 @@ export class Session {
   hello: Hello | null = null;
   private lastSeq = 0;
   private closed = false;
+  private readonly requests = new Requests();
   private readonly decoder: FrameDecoder;
   private readonly budget: Budget;
   private lastRx = Date.now();
@@ -86,9 +88,22 @@ export class Session {
     if (!this.closed) this.socket.write(encodeMessage(m));
   }
 
+  /**
+   * Sends a command and waits for its answer. A dump's bytes are solicited, so they are
+   * granted on top of the probe's budget.
+   */
+  request(command: { op: 'status' | 'dump'; mode?: 'threads' | 'goroutines' | 'native'; destructive?: boolean }, timeoutMs: number, grantBytes = 0): Promise<Answer> {
+    if (this.closed || !this.hello) return Promise.reject(new RequestError('CLOSED', 'the probe session is not open'));
+    const { id, answer } = this.requests.start(timeoutMs);
+    if (grantBytes) this.budget.grant(grantBytes);
+    this.send({ type: 'command', id, ...command });
+    return answer;
+  }
+
   close(reason: string, code: string | null): void {
     if (this.closed) return;
     this.closed = true;
+    this.requests.failAll(new RequestError('CLOSED', `the probe session closed: ${reason}`));
     clearInterval(this.timer);
     this.socket.destroy();
     this.host.onClose(this, reason, code);
@@ -163,9 +178,11 @@ export class Session {
       case 'heartbeat':
         this.host.onHeartbeat(this, m.sinceBootMs);
         return;
+      case 'dump.chunk':
+        this.requests.onChunk(m);
+        return;
       case 'result':
-        // Commands travel on this session in a later protocol step; an unsolicited result is
-        // harmless and ignored.
+        this.requests.onResult(m);
         return;
     }
   }

@@ -6,6 +6,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import Database from 'better-sqlite3';
 
 export interface SandboxRow {
@@ -42,6 +43,31 @@ export interface EventRecord {
 export interface StoredEvent extends EventRecord {
   id: number;
 }
+
+export interface DumpRecord {
+  sandboxId: string;
+  generation: number;
+  mode: string;
+  source: string;
+  /** 'api' (asked for), 'auto' (taken on entering stuck). */
+  trigger: string;
+  complete: boolean;
+  error: string | null;
+  note: string | null;
+  pid: number | null;
+  createdMs: number;
+  text: string;
+  /** Parsed structure (goroutine groups or thread groups), JSON-able. */
+  analysis: unknown;
+}
+
+export interface StoredDump extends Omit<DumpRecord, 'text'> {
+  id: number;
+  bytes: number;
+}
+
+/** Dumps kept per sandbox. */
+export const KEEP_DUMPS = 50;
 
 export interface EventQuery {
   after?: number;
@@ -98,6 +124,23 @@ export class Store {
         data TEXT NOT NULL
       );
       CREATE INDEX IF NOT EXISTS events_by_sandbox ON events (sandbox_id, id);
+      CREATE TABLE IF NOT EXISTS dumps (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        sandbox_id TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        mode TEXT NOT NULL,
+        source TEXT NOT NULL,
+        trigger TEXT NOT NULL,
+        complete INTEGER NOT NULL,
+        error TEXT,
+        note TEXT,
+        pid INTEGER,
+        created_ms INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        text BLOB NOT NULL,
+        analysis TEXT NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS dumps_by_sandbox ON dumps (sandbox_id, id);
       CREATE UNIQUE INDEX IF NOT EXISTS events_by_seq ON events (sandbox_id, generation, seq) WHERE seq IS NOT NULL;
     `);
     this.stmt = {
@@ -108,6 +151,21 @@ export class Store {
       deleteSandbox: this.db.prepare('DELETE FROM sandboxes WHERE id = ?'),
       deleteSessions: this.db.prepare('DELETE FROM sessions WHERE sandbox_id = ?'),
       deleteEvents: this.db.prepare('DELETE FROM events WHERE sandbox_id = ?'),
+      deleteDumps: this.db.prepare('DELETE FROM dumps WHERE sandbox_id = ?'),
+      insertDump: this.db.prepare(
+        `INSERT INTO dumps (sandbox_id, generation, mode, source, trigger, complete, error, note, pid, created_ms, bytes, text, analysis)
+         VALUES (@sandboxId, @generation, @mode, @source, @trigger, @complete, @error, @note, @pid, @createdMs, @bytes, @text, @analysis)`,
+      ),
+      listDumps: this.db.prepare(
+        `SELECT ${DUMP_COLUMNS} FROM dumps WHERE sandbox_id = ? ORDER BY id DESC LIMIT ?`,
+      ),
+      getDump: this.db.prepare(`SELECT ${DUMP_COLUMNS}, text FROM dumps WHERE sandbox_id = ? AND id = ?`),
+      previousDump: this.db.prepare(
+        `SELECT ${DUMP_COLUMNS}, text FROM dumps WHERE sandbox_id = ? AND mode = ? AND id < ? AND error IS NULL ORDER BY id DESC LIMIT 1`,
+      ),
+      pruneDumps: this.db.prepare(
+        `DELETE FROM dumps WHERE sandbox_id = ? AND id <= (SELECT id FROM dumps WHERE sandbox_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+      ),
       listSandboxes: this.db.prepare(
         'SELECT id, uds_path AS udsPath, source, generation, created_ms AS createdMs FROM sandboxes ORDER BY id',
       ),
@@ -147,6 +205,7 @@ export class Store {
   deleteSandbox(id: string): void {
     this.flush();
     this.db.transaction(() => {
+      this.stmt.deleteDumps.run(id);
       this.stmt.deleteEvents.run(id);
       this.stmt.deleteSessions.run(id);
       this.stmt.deleteSandbox.run(id);
@@ -237,6 +296,38 @@ export class Store {
     return rows.map((r) => ({ ...r, data: JSON.parse(r.data) as unknown }));
   }
 
+  /** Stores a dump (text gzipped) and keeps only the newest KEEP_DUMPS of the sandbox. */
+  saveDump(d: DumpRecord): number {
+    const text = zlib.gzipSync(Buffer.from(d.text, 'utf8'));
+    const id = this.db.transaction(() => {
+      const r = this.stmt.insertDump.run({
+        ...d,
+        complete: d.complete ? 1 : 0,
+        bytes: Buffer.byteLength(d.text),
+        text,
+        analysis: JSON.stringify(d.analysis),
+      });
+      this.stmt.pruneDumps.run(d.sandboxId, d.sandboxId, KEEP_DUMPS);
+      return Number(r.lastInsertRowid);
+    })();
+    return id;
+  }
+
+  listDumps(sandboxId: string, limit = KEEP_DUMPS): StoredDump[] {
+    return (this.stmt.listDumps.all(sandboxId, limit) as DumpRow[]).map(fromDumpRow);
+  }
+
+  getDump(sandboxId: string, id: number): (StoredDump & { text: string }) | null {
+    const row = this.stmt.getDump.get(sandboxId, id) as (DumpRow & { text: Buffer }) | undefined;
+    return row ? { ...fromDumpRow(row), text: zlib.gunzipSync(row.text).toString('utf8') } : null;
+  }
+
+  /** The newest successful dump of the same mode before `id`. */
+  previousDump(sandboxId: string, mode: string, id: number): (StoredDump & { text: string }) | null {
+    const row = this.stmt.previousDump.get(sandboxId, mode, id) as (DumpRow & { text: Buffer }) | undefined;
+    return row ? { ...fromDumpRow(row), text: zlib.gunzipSync(row.text).toString('utf8') } : null;
+  }
+
   /** Id of the newest event of a kind (0 if none). */
   lastEventId(sandboxId: string, kind: string): number {
     this.flush();
@@ -254,4 +345,17 @@ export class Store {
     this.flush();
     this.db.close();
   }
+}
+
+const DUMP_COLUMNS = `id, sandbox_id AS sandboxId, generation, mode, source, trigger, complete, error, note, pid,
+  created_ms AS createdMs, bytes, analysis`;
+
+interface DumpRow extends Omit<StoredDump, 'complete' | 'analysis'> {
+  complete: number;
+  analysis: string;
+}
+
+function fromDumpRow(r: DumpRow): StoredDump {
+  const { text: _text, ...rest } = r as DumpRow & { text?: unknown };
+  return { ...rest, complete: r.complete === 1, analysis: JSON.parse(r.analysis) as unknown };
 }

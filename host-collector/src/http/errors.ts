@@ -8,7 +8,11 @@ export const API_ERRORS = {
   NOT_FOUND: 404,
   PATH_IN_USE: 409,
   LISTEN_FAILED: 422,
+  DUMP_FAILED: 422,
+  STALE_GENERATION: 409,
   INTERNAL: 500,
+  PROBE_UNREACHABLE: 503,
+  DUMP_TIMEOUT: 504,
 } as const;
 
 export type ApiErrorCode = keyof typeof API_ERRORS;

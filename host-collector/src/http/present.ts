@@ -48,6 +48,7 @@ export function detail(sb: Sandbox, phases: unknown[], now = Date.now()) {
     kernel: sb.kernel.map((k) => ({ ...k, at: new Date(k.at).toISOString() })),
     threads: sb.threads.slice(-60).map((t) => ({ at: new Date(t.at).toISOString(), n: t.n })),
     phases,
+    dumps: sb.recentDumps.map((d) => ({ ...d, at: new Date(d.at).toISOString() })),
     counters: sb.counters,
   };
 }

@@ -10,17 +10,20 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
+import type { DumpService } from '../collector/dump-service.js';
 import type { Logger } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
 import { ApiError } from './errors.js';
 import { metricsRoutes } from './metrics.js';
+import { dumpRoutes } from './routes/dumps.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { serveDashboard } from './static.js';
 
 export interface HttpOptions {
   registry: Registry;
   store: Store;
+  dumps: DumpService;
   log: Logger;
   token?: string;
   dashboardDir: string;
@@ -68,6 +71,7 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
 
   app.get('/healthz', async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));
   app.register(sandboxRoutes, { registry: opts.registry, store: opts.store });
+  app.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps });
   metricsRoutes(app, opts.registry);
   serveDashboard(app, opts.dashboardDir);
   return app;

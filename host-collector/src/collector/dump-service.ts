@@ -1,0 +1,169 @@
+// Taking, parsing and keeping dumps. A dump goes over the probe's own session when it is
+// up, else through the probe's command port (Firecracker's host-initiated CONNECT), on a
+// fresh connection. Either way the answer must come from the sandbox's current generation:
+// an answer that straddles a restore is thrown away and the dump taken again, once.
+//
+// Automatic dumps: on entering `stuck`, a threads dump (and a pprof goroutine dump when
+// the probe has a pprof URL); with --on-stuck=quit also the destructive SIGQUIT dump, so the
+// supervisor restarts envd with the evidence kept. Each is linked from the history.
+
+import { DUMP_MODES, MAX_DUMP_BYTES, type DumpMode } from '@vsockdiag/proto';
+import { analyzeDump, topGroup, type DumpAnalysis } from '../dumps/analyze.js';
+import type { Logger } from './logger.js';
+import { requestViaCommandPort } from './probe-dial.js';
+import type { Registry } from './registry.js';
+import { RequestError, type Answer } from './requests.js';
+import type { Sandbox, StateChange } from './sandbox.js';
+import type { StoredDump, Store } from './store.js';
+
+/** A threads dump is quick; SIGQUIT waits for the target to exit; gdb can be slow. */
+export const DUMP_TIMEOUT_MS: Record<DumpMode, number> = { threads: 15_000, goroutines: 45_000, native: 60_000 };
+
+export type OnStuck = 'threads' | 'quit';
+
+/** How long a dump whose session died waits for the probe to reconnect. */
+const RECONNECT_WAIT_MS = 3000;
+
+export interface DumpRequest {
+  mode: DumpMode;
+  destructive: boolean;
+  trigger: 'api' | 'auto';
+}
+
+export class DumpError extends Error {
+  constructor(
+    readonly code: 'PROBE_UNREACHABLE' | 'STALE_GENERATION' | 'TIMEOUT' | 'BAD_REQUEST' | 'DUMP_FAILED',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class DumpService {
+  /** Sandbox id → generation of its last automatic dumps (one set per stuck episode). */
+  private autoDone = new Map<string, string>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly registry: Registry,
+    private readonly log: Logger,
+    private readonly opts: { probePort: number; onStuck: OnStuck },
+  ) {
+    registry.on('state', (c: StateChange) => {
+      if (c.state === 'stuck') void this.autoDumps(c.id);
+    });
+  }
+
+  async take(sb: Sandbox, req: DumpRequest): Promise<StoredDump> {
+    if (!(DUMP_MODES as readonly string[]).includes(req.mode)) throw new DumpError('BAD_REQUEST', `mode must be one of ${DUMP_MODES.join(', ')}`);
+    let lastErr: Error | null = null;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const generation = sb.generation;
+      try {
+        const { answer, via } = await this.ask(sb, req);
+        if (sb.generation !== generation) {
+          throw new DumpError('STALE_GENERATION', `the sandbox moved to generation ${sb.generation} during the dump (${via})`);
+        }
+        if (!answer.result.ok && answer.bytes === 0) {
+          // Nothing to keep (no target, a mode the probe cannot do): an answer, not a dump.
+          throw new DumpError('DUMP_FAILED', answer.result.error ?? 'the probe could not take the dump');
+        }
+        return this.keep(sb, req, answer, generation);
+      } catch (err) {
+        lastErr = err as Error;
+        // Retry once if the sandbox changed generation under us: the new one can answer.
+        if (err instanceof DumpError && err.code === 'DUMP_FAILED') break;
+        if (sb.generation === generation) break;
+      }
+    }
+    throw lastErr instanceof DumpError
+      ? lastErr
+      : lastErr instanceof RequestError && lastErr.code === 'TIMEOUT'
+        ? new DumpError('TIMEOUT', lastErr.message)
+        : new DumpError('PROBE_UNREACHABLE', lastErr?.message ?? 'no answer');
+  }
+
+  /** Session first; if there is none (or it dies), the command port. */
+  private async ask(sb: Sandbox, req: DumpRequest): Promise<{ answer: Answer; via: string }> {
+    const command = { op: 'dump' as const, mode: req.mode, destructive: req.destructive };
+    const timeout = DUMP_TIMEOUT_MS[req.mode];
+    const session = sb.session;
+    if (session) {
+      try {
+        return { answer: await session.request(command, timeout, MAX_DUMP_BYTES), via: 'session' };
+      } catch (err) {
+        if (!(err instanceof RequestError) || err.code !== 'CLOSED') throw err;
+        // A session that dies mid-dump is often a snapshot's transport reset: the probe is
+        // back within moments, as a new generation. Ask that one (take() retries), rather
+        // than a command port that may reach the VM in between.
+        if (await sb.waitForSession(RECONNECT_WAIT_MS)) {
+          throw new DumpError('STALE_GENERATION', `the probe reconnected as generation ${sb.generation} during the dump`);
+        }
+        this.log.info({ sandbox: sb.id, err: err.message }, 'session closed during a dump; trying the command port');
+      }
+    }
+    const expected = sb.probe;
+    const a = await requestViaCommandPort(sb.udsPath, this.opts.probePort, command, timeout);
+    // Same memory as the session we know, or we cannot tell which VM answered.
+    if (expected && (a.hello.instanceId !== expected.instanceId || a.hello.generation < expected.generation)) {
+      throw new DumpError(
+        'STALE_GENERATION',
+        `the command port answered as probe ${a.hello.instanceId} session ${a.hello.generation}, not the current ${expected.instanceId} session ${expected.generation}`,
+      );
+    }
+    return { answer: a, via: 'command port' };
+  }
+
+  private keep(sb: Sandbox, req: DumpRequest, a: Answer, generation: number): StoredDump {
+    const d = a.result.dump;
+    const text = Buffer.concat(a.chunks).toString('utf8');
+    const complete = Boolean(d?.complete) && !a.cut && a.contiguous && d?.bytes === a.bytes && d.chunks === a.chunks.length;
+    const error = a.result.ok ? null : (a.result.error ?? 'the probe could not take the dump');
+    const analysis: DumpAnalysis | null = text ? analyzeDump(text) : null;
+    const id = this.store.saveDump({
+      sandboxId: sb.id,
+      generation,
+      mode: req.mode,
+      source: d?.source ?? 'none',
+      trigger: req.trigger,
+      complete,
+      error,
+      note: d?.note ?? (a.cut ? `cut at ${MAX_DUMP_BYTES} bytes` : null),
+      pid: d?.pid ?? null,
+      createdMs: Date.now(),
+      text,
+      analysis,
+    });
+    const top = analysis ? topGroup(analysis) : null;
+    sb.recordDump({
+      dumpId: id,
+      mode: req.mode,
+      trigger: req.trigger,
+      complete,
+      ...(error ? { error } : {}),
+      ...(top ? { blockedIn: top.blockedIn, count: top.count } : {}),
+    });
+    this.log.info({ sandbox: sb.id, dump: id, mode: req.mode, trigger: req.trigger, bytes: text.length, complete, error }, 'dump stored');
+    const { text: _text, ...stored } = this.store.getDump(sb.id, id)!;
+    return stored;
+  }
+
+  private async autoDumps(id: string): Promise<void> {
+    const sb = this.registry.get(id);
+    if (!sb?.status?.target) return;
+    const episode = `${sb.generation}:${sb.status.target.pid}`;
+    if (this.autoDone.get(id) === episode) return;
+    this.autoDone.set(id, episode);
+    const wants: DumpRequest[] = [{ mode: 'threads', destructive: false, trigger: 'auto' }];
+    if (sb.probe?.pprof) wants.push({ mode: 'goroutines', destructive: false, trigger: 'auto' });
+    else if (this.opts.onStuck === 'quit') wants.push({ mode: 'goroutines', destructive: true, trigger: 'auto' });
+    for (const req of wants) {
+      try {
+        await this.take(sb, req);
+      } catch (err) {
+        this.log.warn({ sandbox: id, mode: req.mode, err: (err as Error).message }, 'automatic dump failed');
+        sb.recordDump({ mode: req.mode, trigger: 'auto', complete: false, error: (err as Error).message });
+      }
+    }
+  }
+}

@@ -1,0 +1,283 @@
+// Go traceback parser: the text a Go program prints on SIGQUIT, on an unrecovered
+// panic or fatal error, from runtime/debug.Stack / runtime.Stack(all), or from
+// /debug/pprof/goroutine?debug=2. Pure: text in, structure out.
+//
+// Formats understood (Go 1.17 to today, see src/runtime/traceback.go):
+//
+//   goroutine 18 [chan receive, 5 minutes]:              header; wait shown only when >= 1 minute
+//   goroutine 7 [select, locked to thread]:
+//   goroutine 1 gp=0xc000002380 m=0 mp=0x5d0f80 [running]:   newer SIGQUIT/crash headers
+//   goroutine 12 gp=0xc000007a40 m=nil [chan receive]:
+//   goroutine 3 [GC sweep wait (scan)]:                   " (scan)" is transient and dropped
+//   main.(*cgroupManager).acquireRoot(0xc0000a6000, {0x5c4e20, 0x6})   function line; args
+//   	/path/file.go:123 +0x1d fp=0x… sp=0x… pc=0x…       file line (tab); +0x… and fp/sp/pc optional
+//   main.foo(...)  main.bar(0x5?, ?)                      inlined / inexact / unknown arguments
+//   ...additional frames elided...   ...12 frames elided...
+//   created by main.main in goroutine 1                   (Go 1.21+) then its file line
+//   created by main.main                                  (older) then its file line
+//   	goroutine running on other thread; stack unavailable
+//
+// Everything else (the "SIGQUIT: quit" / "PC=0x… m=0 sigcode=0" preamble, register dumps
+// such as "rax    0xca", "panic: …", "fatal error: …", "runtime stack:" sections, the
+// program's own log lines) is recognised and ignored, or counted in skippedLines.
+// Lines from `journalctl -o short` / `short-iso` keep their prefix stripped.
+//
+// The parser never throws: a truncated dump gives the goroutines up to the cut (the
+// last frame possibly without file and line, and `truncated: true`), garbage gives
+// { goroutines: [], skippedLines: N }. The raw text is kept by the caller.
+
+export interface Frame {
+  /** Fully qualified function name as printed, e.g. "main.(*cgroupManager).acquireRoot", "net/http.(*conn).serve", "panic". */
+  func: string;
+  /** Import path of the function's package, e.g. "main", "net/http", "github.com/x/y"; "runtime" for "panic"; "" when unknown. */
+  pkg: string;
+  /** Source file as printed ("" when the dump was cut before the file line). */
+  file: string;
+  /** Line number (0 when unknown). */
+  line: number;
+  /** The argument text between the parentheses, as printed ("0xc000104000?, {0x6c3198?, 0x6}", "...", ""). */
+  args?: string;
+}
+
+export interface CreatedBy extends Frame {
+  /** The creating goroutine, from "created by X in goroutine N" (Go 1.21+). */
+  goroutine?: number;
+}
+
+export interface Goroutine {
+  id: number;
+  /** The wait reason or status as printed: "running", "chan receive", "sync.Mutex.Lock", "IO wait", … */
+  state: string;
+  /** "N minutes" from the header; absent when the goroutine waited less than a minute (Go omits it). */
+  waitMinutes?: number;
+  lockedToThread: boolean;
+  /** Innermost frame first. */
+  frames: Frame[];
+  createdBy?: CreatedBy;
+  /** Go left frames out ("...additional frames elided..." or "...N frames elided..."). */
+  elided: boolean;
+  /** "goroutine running on other thread; stack unavailable". */
+  stackUnavailable?: boolean;
+  /** Header items other than the state, wait and lock (e.g. "synctest group 3"), in order. */
+  notes?: string[];
+}
+
+export interface GoroutineDump {
+  goroutines: Goroutine[];
+  /** Non-blank lines that were neither part of a traceback nor known preamble (log lines, garbage). */
+  skippedLines: number;
+  /** The text stops inside a goroutine: a function line without its file line, a line cut short, or a header with no stack. */
+  truncated?: boolean;
+  /** The first "SIGQUIT: quit", "panic: …" or "fatal error: …" line, when present. */
+  reason?: string;
+}
+
+// ---- line patterns ----
+
+const HEADER_RE = /^goroutine (\d+)((?:\s+[A-Za-z]+=\S*)*)\s*\[([^\]]*)\]:?\s*$/;
+const FILE_RE = /^\s+(.+?):(\d+)(?:\s+\+0x[0-9a-fA-F]+)?(?:\s+.*)?$/;
+const CREATED_RE = /^created by (\S+?)(?:\s+in goroutine (\d+))?\s*$/;
+const ELIDED_RE = /^\.\.\.(?:additional|\d+) frames elided\.\.\.\s*$/;
+const UNAVAILABLE_RE = /^\s*goroutine running on other thread; stack unavailable\s*$/;
+const REASON_RE = /^(?:SIGQUIT: quit|SIG[A-Z]+: .*|panic: .*|fatal error: .*)$/;
+// Known preamble / trailer lines that carry no goroutine: signal details, registers,
+// "runtime stack:", "exit status 2", "[signal SIGSEGV: …]", "goroutine N [running]:"'s
+// "runtime: …" diagnostics.
+const PREAMBLE_RE =
+  /^(?:SIG[A-Z]+: .*|PC=0x[0-9a-fA-F]+.*|signal arrived during .*|\[signal .*|panic: .*|\s*\[recovered\].*|fatal error: .*|runtime: .*|runtime stack:|exit status \d+|[a-z][a-z0-9]{1,5}\s+0x[0-9a-fA-F]+|created by .*)$/;
+const JOURNAL_PREFIXES = [
+  // journalctl -o short: "Jan  2 15:04:05 host envd[123]: "
+  /^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:[]+(?:\[\d+\])?: ?/,
+  // journalctl -o short-iso / short-precise variants: "2024-01-02T15:04:05+0000 host envd[123]: "
+  /^\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)? \S+ [^\s:[]+(?:\[\d+\])?: ?/,
+];
+
+/** Splits "pkg/path.Func" the way the Go runtime's funcpkgpath does: up to the first dot after the last slash. */
+export function packageOf(func: string): string {
+  if (func === 'panic' || func === 'goexit') return 'runtime';
+  // Generic instantiations print as F[...]; the brackets never hold a slash in a traceback,
+  // but stay safe and only look before them.
+  const bracket = func.indexOf('[');
+  const head = bracket >= 0 ? func.slice(0, bracket) : func;
+  const slash = head.lastIndexOf('/');
+  const dot = head.indexOf('.', slash + 1);
+  if (dot < 0) return '';
+  // The linker escapes dots in the last path element ("gopkg.in/yaml%2ev3").
+  return head.slice(0, dot).replace(/%2e/gi, '.');
+}
+
+/** Parses "pkg.Func(args)" into func and args; undefined when the line is not a function line. */
+function parseFuncLine(line: string): { func: string; args: string } | undefined {
+  if (line.length < 3 || line.charCodeAt(line.length - 1) !== 41 /* ) */) return undefined;
+  const first = line.charCodeAt(0);
+  if (first === 32 || first === 9) return undefined;
+  // Walk back from the final ")" to its matching "(", so receivers like (*T) stay in the name.
+  let depth = 0;
+  let open = -1;
+  for (let i = line.length - 1; i >= 0; i--) {
+    const c = line.charCodeAt(i);
+    if (c === 41) depth++;
+    else if (c === 40) {
+      depth--;
+      if (depth === 0) {
+        open = i;
+        break;
+      }
+    }
+  }
+  if (open <= 0) return undefined;
+  const func = line.slice(0, open);
+  if (/\s/.test(func)) return undefined;
+  return { func, args: line.slice(open + 1, -1) };
+}
+
+function parseHeaderState(inner: string): Pick<Goroutine, 'state' | 'waitMinutes' | 'lockedToThread' | 'notes'> {
+  const parts = inner.split(', ');
+  let state = (parts[0] ?? '').trim();
+  if (state.endsWith(' (scan)')) state = state.slice(0, -' (scan)'.length);
+  const out: Pick<Goroutine, 'state' | 'waitMinutes' | 'lockedToThread' | 'notes'> = {
+    state: state || '?',
+    lockedToThread: false,
+  };
+  for (const raw of parts.slice(1)) {
+    const p = raw.trim();
+    const m = /^(\d+) minutes?$/.exec(p);
+    if (m) out.waitMinutes = Number(m[1]);
+    else if (p === 'locked to thread') out.lockedToThread = true;
+    else if (p) (out.notes ??= []).push(p);
+  }
+  return out;
+}
+
+function stripJournalPrefix(lines: string[]): string[] {
+  // Only when the dump itself is prefixed: some header carries a prefix and none is bare.
+  let prefixed = false;
+  for (const line of lines) {
+    if (line.startsWith('goroutine ') && HEADER_RE.test(line)) return lines;
+    if (!prefixed && line.includes('goroutine ')) {
+      for (const re of JOURNAL_PREFIXES) {
+        const m = re.exec(line);
+        if (m && HEADER_RE.test(line.slice(m[0].length))) prefixed = true;
+      }
+    }
+  }
+  if (!prefixed) return lines;
+  return lines.map((line) => {
+    for (const re of JOURNAL_PREFIXES) {
+      const m = re.exec(line);
+      if (m) return line.slice(m[0].length);
+    }
+    return line;
+  });
+}
+
+/** Parses a Go goroutine dump as far as it goes. Never throws. */
+export function parseGoroutines(text: string): GoroutineDump {
+  const dump: GoroutineDump = { goroutines: [], skippedLines: 0 };
+  if (typeof text !== 'string' || text.length === 0) return dump;
+  try {
+    parseInto(dump, text);
+  } catch {
+    // Defensive only: the parser does not throw on any input we know of; keep what we have.
+  }
+  return dump;
+}
+
+function parseInto(dump: GoroutineDump, text: string): void {
+  const lines = stripJournalPrefix(text.split(/\r?\n/));
+
+  let cur: Goroutine | undefined;
+  // A function line (or "created by") whose file line has not come yet.
+  let pending: Frame | undefined;
+  // Inside a "runtime stack:" section: frames that belong to no goroutine.
+  let systemStack = false;
+  // The line just read was not understood while inside a goroutine (at the end of the
+  // text: a line cut in the middle, e.g. "main.(*T).f(0xc0".
+  let lastSkipped = false;
+
+  for (const line of lines) {
+    lastSkipped = false;
+    if (line.trim() === '') {
+      // Go separates goroutines with a blank line.
+      cur = undefined;
+      pending = undefined;
+      systemStack = false;
+      continue;
+    }
+
+    if (line.charCodeAt(0) === 103 /* g */) {
+      const h = HEADER_RE.exec(line);
+      if (h) {
+        cur = { id: Number(h[1]), ...parseHeaderState(h[3] ?? ''), frames: [], elided: false };
+        if (cur.notes === undefined) delete cur.notes;
+        dump.goroutines.push(cur);
+        pending = undefined;
+        systemStack = false;
+        continue;
+      }
+    }
+
+    const indented = line.charCodeAt(0) === 9 || line.charCodeAt(0) === 32;
+    if (indented) {
+      if (cur && UNAVAILABLE_RE.test(line)) {
+        cur.stackUnavailable = true;
+        continue;
+      }
+      const f = FILE_RE.exec(line);
+      if (f && pending) {
+        pending.file = f[1] ?? '';
+        pending.line = Number(f[2]);
+        pending = undefined;
+        continue;
+      }
+      if (f && systemStack) continue;
+      // "\tpanic: boom" under "panic: boom [recovered]", and similar preamble.
+      if (!cur && PREAMBLE_RE.test(line.trim())) continue;
+      dump.skippedLines++;
+      lastSkipped = cur !== undefined;
+      continue;
+    }
+
+    if (cur) {
+      if (line.startsWith('created by ')) {
+        const c = CREATED_RE.exec(line);
+        if (c) {
+          const func = c[1] ?? '';
+          const createdBy: CreatedBy = { func, pkg: packageOf(func), file: '', line: 0 };
+          if (c[2] !== undefined) createdBy.goroutine = Number(c[2]);
+          cur.createdBy = createdBy;
+          pending = createdBy;
+          continue;
+        }
+      }
+      if (line.charCodeAt(0) === 46 /* . */ && ELIDED_RE.test(line)) {
+        cur.elided = true;
+        pending = undefined;
+        continue;
+      }
+      const fn = parseFuncLine(line);
+      if (fn) {
+        const frame: Frame = { func: fn.func, pkg: packageOf(fn.func), file: '', line: 0, args: fn.args };
+        cur.frames.push(frame);
+        pending = frame;
+        continue;
+      }
+    } else {
+      if (line === 'runtime stack:') {
+        systemStack = true;
+        continue;
+      }
+      if (systemStack && parseFuncLine(line)) continue;
+    }
+
+    if (dump.reason === undefined && REASON_RE.test(line)) dump.reason = line.trim();
+    if (PREAMBLE_RE.test(line)) continue;
+    dump.skippedLines++;
+    lastSkipped = cur !== undefined;
+  }
+
+  const last = dump.goroutines[dump.goroutines.length - 1];
+  if (last && cur === last) {
+    if (pending || lastSkipped || (last.frames.length === 0 && !last.stackUnavailable)) dump.truncated = true;
+  }
+}

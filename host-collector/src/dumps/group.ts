@@ -1,0 +1,224 @@
+// Groups goroutines with identical stacks, as panicparse does by default, and orders
+// the groups by interest. Pure.
+//
+// Identity ("same stack"): same state, same lockedToThread, same elided flag, the same
+// sequence of func+file+line, and the same created-by func+file+line. Arguments, the
+// wait time, the goroutine id and the creating goroutine's id are ignored (a group's
+// frame keeps its args only where every member printed the same; waitMinutes is the
+// maximum over the members; createdBy.goroutine only when all members agree).
+//
+// blockedIn — the frame a group is "stuck in" — is the innermost frame that is not Go
+// runtime/stdlib plumbing. Plumbing is, in two tiers:
+//   1. the runtime itself: packages runtime, runtime/…, internal/…, and "panic";
+//   2. the blocking primitives built on it: sync, sync/atomic, syscall, time (time.Sleep).
+// The first frame outside both tiers wins (main.(*cgroupManager).acquireRoot under
+// sync.(*Mutex).Lock; net.(*netFD).Read under internal/poll; main.worker under
+// time.Sleep). When the stack has nothing else, the first frame outside tier 1 (e.g.
+// sync.(*WaitGroup).Wait), else the top frame. No frames (stack unavailable): undefined.
+//
+// Interest order: groups whose stack contains an application frame first (see
+// isApplicationPackage), then the longest wait first (waitMinutes, absent = 0), then
+// the larger count, then the smallest goroutine id.
+
+import type { CreatedBy, Frame, Goroutine, GoroutineDump } from './goroutines.js';
+
+export interface GoroutineGroup {
+  /** How many goroutines share this stack. */
+  count: number;
+  /** The first (lowest) 20 goroutine ids, ascending. */
+  ids: number[];
+  /** All ids, ascending: only with groupGoroutines(dump, { allIds: true }) (diffDumps uses them). */
+  allIds?: number[];
+  state: string;
+  /** Longest wait among the members, in minutes; absent when no member printed one. */
+  waitMinutes?: number;
+  lockedToThread: boolean;
+  elided: boolean;
+  /** The members' stacks were not printed ("running on other thread"). */
+  stackUnavailable: boolean;
+  /** Innermost first. */
+  frames: Frame[];
+  createdBy?: CreatedBy;
+  /** The frame the group is blocked in (see the rule at the top of this file). */
+  blockedIn?: Frame;
+  /** The stack contains an application (non-stdlib) frame. */
+  application: boolean;
+}
+
+export interface GroupOptions {
+  /** Keep every member id in `allIds` (for diffDumps on groups). */
+  allIds?: boolean;
+}
+
+export const MAX_GROUP_IDS = 20;
+
+// Top-level directories of the Go standard library (plus "cmd" and "vendor", whose
+// packages appear as "vendor/golang.org/x/net/…" in tracebacks).
+const STDLIB_ROOTS = new Set([
+  'archive', 'arena', 'bufio', 'builtin', 'bytes', 'cmd', 'cmp', 'compress', 'container', 'context',
+  'crypto', 'database', 'debug', 'embed', 'encoding', 'errors', 'expvar', 'flag', 'fmt', 'go', 'hash',
+  'html', 'image', 'index', 'internal', 'io', 'iter', 'log', 'maps', 'math', 'mime', 'net', 'os',
+  'path', 'plugin', 'reflect', 'regexp', 'runtime', 'slices', 'sort', 'strconv', 'strings', 'structs',
+  'sync', 'syscall', 'testing', 'text', 'time', 'unicode', 'unique', 'unsafe', 'vendor', 'weak',
+]);
+
+/**
+ * True for application code: a package path whose first element contains a dot
+ * ("github.com/…", "gopkg.in/…"), "main", or any first element that is not a standard
+ * library root (module paths without a dot, such as "envd/internal/host"). Standard
+ * library: "runtime", "net/http", "sync", "internal/poll", "vendor/golang.org/x/…".
+ * An empty package (unparseable name) is not application code.
+ */
+export function isApplicationPackage(pkg: string): boolean {
+  if (!pkg) return false;
+  const first = pkg.split('/', 1)[0] ?? '';
+  if (first.includes('.')) return true;
+  return !STDLIB_ROOTS.has(first);
+}
+
+function isRuntimePlumbing(pkg: string): boolean {
+  return pkg === 'runtime' || pkg.startsWith('runtime/') || pkg === 'internal' || pkg.startsWith('internal/');
+}
+
+function isBlockingPrimitive(pkg: string): boolean {
+  return pkg === 'sync' || pkg === 'sync/atomic' || pkg === 'syscall' || pkg === 'time';
+}
+
+/** The frame a stack is blocked in; see the rule at the top of this file. */
+export function blockedInFrame(frames: readonly Frame[]): Frame | undefined {
+  for (const f of frames) if (!isRuntimePlumbing(f.pkg) && !isBlockingPrimitive(f.pkg)) return f;
+  for (const f of frames) if (!isRuntimePlumbing(f.pkg)) return f;
+  return frames[0];
+}
+
+function stackKey(g: Goroutine): string {
+  let key = `${g.state}\u0000${g.lockedToThread ? 1 : 0}${g.elided ? 1 : 0}${g.stackUnavailable ? 1 : 0}`;
+  for (const f of g.frames) key += `\u0000${f.func}\u0001${f.file}\u0001${f.line}`;
+  const c = g.createdBy;
+  if (c) key += `\u0002${c.func}\u0001${c.file}\u0001${c.line}`;
+  return key;
+}
+
+/** The identity of a goroutine's stack without its state (what diffDumps compares). */
+export function framesKey(frames: readonly Frame[]): string {
+  let key = '';
+  for (const f of frames) key += `${f.func}\u0001${f.file}\u0001${f.line}\u0000`;
+  return key;
+}
+
+interface Acc {
+  first: Goroutine;
+  ids: number[];
+  frames: Frame[];
+  waitMinutes?: number;
+  creatorAgrees: boolean;
+}
+
+/** Groups the goroutines of a dump by identical stack, ordered by interest. */
+export function groupGoroutines(dump: GoroutineDump | readonly Goroutine[], options: GroupOptions = {}): GoroutineGroup[] {
+  const goroutines = Array.isArray(dump) ? (dump as readonly Goroutine[]) : (dump as GoroutineDump).goroutines;
+  const byKey = new Map<string, Acc>();
+  for (const g of goroutines) {
+    const key = stackKey(g);
+    let acc = byKey.get(key);
+    if (!acc) {
+      acc = {
+        first: g,
+        ids: [],
+        frames: g.frames.map((f) => ({ ...f })),
+        creatorAgrees: true,
+      };
+      if (g.waitMinutes !== undefined) acc.waitMinutes = g.waitMinutes;
+      byKey.set(key, acc);
+    } else {
+      if (g.waitMinutes !== undefined && (acc.waitMinutes === undefined || g.waitMinutes > acc.waitMinutes)) {
+        acc.waitMinutes = g.waitMinutes;
+      }
+      // Same key, so the same number of frames: keep args only where all members agree.
+      for (let i = 0; i < acc.frames.length; i++) {
+        const mine = acc.frames[i];
+        const theirs = g.frames[i];
+        if (mine && mine.args !== undefined && mine.args !== theirs?.args) delete mine.args;
+      }
+      if (acc.first.createdBy?.goroutine !== g.createdBy?.goroutine) acc.creatorAgrees = false;
+    }
+    acc.ids.push(g.id);
+  }
+
+  const groups: GoroutineGroup[] = [];
+  for (const acc of byKey.values()) {
+    const g = acc.first;
+    const ids = acc.ids.slice().sort((a, b) => a - b);
+    const group: GoroutineGroup = {
+      count: ids.length,
+      ids: ids.slice(0, MAX_GROUP_IDS),
+      state: g.state,
+      lockedToThread: g.lockedToThread,
+      elided: g.elided,
+      stackUnavailable: g.stackUnavailable === true,
+      frames: acc.frames,
+      application: acc.frames.some((f) => isApplicationPackage(f.pkg)),
+    };
+    if (options.allIds) group.allIds = ids;
+    if (acc.waitMinutes !== undefined) group.waitMinutes = acc.waitMinutes;
+    if (g.createdBy) {
+      const createdBy: CreatedBy = { ...g.createdBy };
+      if (!acc.creatorAgrees) delete createdBy.goroutine;
+      group.createdBy = createdBy;
+    }
+    const blockedIn = blockedInFrame(acc.frames);
+    if (blockedIn) group.blockedIn = blockedIn;
+    groups.push(group);
+  }
+  return sortGroups(groups);
+}
+
+/** Sorts in place by interest (application first, longest wait, largest count, lowest id) and returns the array. */
+export function sortGroups<T extends Pick<GoroutineGroup, 'application' | 'waitMinutes' | 'count' | 'ids'>>(groups: T[]): T[] {
+  return groups.sort(
+    (a, b) =>
+      Number(b.application) - Number(a.application) ||
+      (b.waitMinutes ?? 0) - (a.waitMinutes ?? 0) ||
+      b.count - a.count ||
+      (a.ids[0] ?? 0) - (b.ids[0] ?? 0),
+  );
+}
+
+export interface SummarizeOptions {
+  /** Print at most this many groups, then one "… N more groups" line. Default: all. */
+  limit?: number;
+}
+
+function baseName(file: string): string {
+  const i = Math.max(file.lastIndexOf('/'), file.lastIndexOf('\\'));
+  return i >= 0 ? file.slice(i + 1) : file;
+}
+
+function where(f: Frame): string {
+  return f.file ? `${f.func} (${baseName(f.file)}:${f.line})` : f.func;
+}
+
+/** One line per group: "COUNT  STATE  WAIT  blocked in FUNC (file:line)", columns aligned. */
+export function summarize(groups: readonly GoroutineGroup[], options: SummarizeOptions = {}): string {
+  const limit = options.limit ?? groups.length;
+  const shown = groups.slice(0, Math.max(0, limit));
+  const rows = shown.map((g) => {
+    const state = g.lockedToThread ? `${g.state}, locked` : g.state;
+    const wait = g.waitMinutes !== undefined ? `${g.waitMinutes}m` : '-';
+    let what: string;
+    if (g.blockedIn) what = `blocked in ${where(g.blockedIn)}`;
+    else if (g.stackUnavailable) what = `running on another thread${g.createdBy ? `, created by ${where(g.createdBy)}` : ''}`;
+    else what = 'no stack';
+    return [String(g.count), state, wait, what] as const;
+  });
+  const w0 = Math.max(0, ...rows.map((r) => r[0].length));
+  const w1 = Math.max(0, ...rows.map((r) => r[1].length));
+  const w2 = Math.max(0, ...rows.map((r) => r[2].length));
+  const lines = rows.map((r) => `${r[0].padStart(w0)}  ${r[1].padEnd(w1)}  ${r[2].padStart(w2)}  ${r[3]}`);
+  const rest = groups.slice(shown.length);
+  if (rest.length > 0) {
+    const n = rest.reduce((s, g) => s + g.count, 0);
+    lines.push(`… ${rest.length} more group${rest.length === 1 ? '' : 's'} (${n} goroutine${n === 1 ? '' : 's'})`);
+  }
+  return lines.join('\n');
+}

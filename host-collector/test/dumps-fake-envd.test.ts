@@ -1,0 +1,115 @@
+// Live Go dumps: the fake envd (test/fake-envd, built with the local Go toolchain) hung in
+// phase cgroup-manager, dumped with SIGQUIT (GOTRACEBACK=all: the dump goes to stderr and
+// the process exits with status 2), then parsed and grouped. Skipped when Go is missing.
+// Everything stays on 127.0.0.1; the MMDS storm points at a loopback port nobody listens on.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
+import { detectDumpKind } from '../src/dumps/detect.js';
+import { parseGoroutines } from '../src/dumps/goroutines.js';
+import { groupGoroutines, summarize } from '../src/dumps/group.js';
+
+const haveGo = spawnSync(process.env.GO || 'go', ['version'], { stdio: 'ignore' }).status === 0;
+
+const children: ChildProcess[] = [];
+afterEach(async () => {
+  for (const child of children.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) continue;
+    const exited = once(child, 'exit');
+    try {
+      process.kill(child.pid, 'SIGKILL');
+    } catch {
+      continue;
+    }
+    await exited;
+  }
+});
+
+/** A loopback port with nothing listening on it (bound, then closed). */
+async function closedPort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+/**
+ * Starts the fake envd with `args`, waits until stderr shows every string in `ready`,
+ * lets it settle for `settleMs`, sends SIGQUIT and returns stderr and the exit status.
+ */
+async function sigquitDump(args: string[], ready: string[], settleMs: number): Promise<{ stderr: string; code: number | null }> {
+  const bin = await buildFakeEnvd();
+  const child = spawn(bin, args, {
+    env: { ...process.env, GOTRACEBACK: 'all' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  children.push(child);
+  let stderr = '';
+  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`fake envd never printed ${JSON.stringify(ready)}; stderr:\n${stderr}`)), 15_000);
+    child.stderr!.setEncoding('utf8');
+    child.stderr!.on('data', (chunk: string) => {
+      stderr += chunk;
+      if (ready.every((s) => stderr.includes(s))) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    void exited.then(() => reject(new Error(`fake envd exited early; stderr:\n${stderr}`)));
+  });
+  await new Promise((r) => setTimeout(r, settleMs));
+  process.kill(child.pid!, 'SIGQUIT');
+  const [code] = await exited;
+  // Drain what is left of stderr.
+  if (!child.stderr!.readableEnded) await once(child.stderr!, 'end').catch(() => undefined);
+  return { stderr, code };
+}
+
+describe.skipIf(!haveGo)('SIGQUIT dumps of the live fake envd', () => {
+  it('hung in cgroup-manager: the top group is blocked in acquireRoot', { timeout: 320_000 }, async () => {
+    const { stderr, code } = await sigquitDump(
+      ['-addr', '127.0.0.1', '-port', '0', '-hang-in', 'cgroup-manager', '-no-notify'],
+      ['envd startup: creating cgroup manager'],
+      300,
+    );
+    expect(code).toBe(2);
+    expect(detectDumpKind(stderr)).toBe('goroutines');
+    const dump = parseGoroutines(stderr);
+    expect(dump.reason).toBe('SIGQUIT: quit');
+    expect(dump.truncated).toBeUndefined();
+    const groups = groupGoroutines(dump);
+    console.log(`live fake envd dump:\n${summarize(groups)}`);
+    const top = groups[0]!;
+    expect(['main.(*cgroupManager).acquireRoot', 'main.createCgroupManager']).toContain(top.blockedIn?.func);
+    expect(['sync.Mutex.Lock', 'semacquire']).toContain(top.state);
+    expect(top.application).toBe(true);
+  });
+
+  it('with an MMDS storm of 200 pollers: one group of >= 150 identical pollers', { timeout: 320_000 }, async () => {
+    const port = await closedPort();
+    const { stderr, code } = await sigquitDump(
+      [
+        '-addr', '127.0.0.1', '-port', '0', '-hang-in', 'cgroup-manager', '-no-notify',
+        '-mmds-addr', `127.0.0.1:${port}`, '-mmds-storm', '200',
+      ],
+      ['starting 200 pollers', 'envd startup: creating cgroup manager'],
+      300,
+    );
+    expect(code).toBe(2);
+    const dump = parseGoroutines(stderr);
+    const groups = groupGoroutines(dump);
+    console.log(`live fake envd dump with an MMDS storm (${dump.goroutines.length} goroutines):\n${summarize(groups, { limit: 8 })}`);
+    const pollers = groups.find((g) => g.blockedIn?.func === 'main.pollForMMDSOpts' && g.count >= 150);
+    expect(pollers, 'a group of >= 150 pollers').toBeDefined();
+    expect(pollers?.ids).toHaveLength(20);
+    expect(pollers?.createdBy?.func).toBe('main.startMMDSPoller');
+    const hung = groups.find((g) => g.blockedIn?.func === 'main.(*cgroupManager).acquireRoot');
+    expect(['sync.Mutex.Lock', 'semacquire']).toContain(hung?.state);
+    // All waits are under a minute here, so the larger application group leads.
+    expect(groups[0]?.application).toBe(true);
+  });
+});

@@ -1,0 +1,183 @@
+// Issue 5's acceptance: dumps across the VM boundary, automatic and on demand, readable at
+// a glance, never from the wrong generation.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { initialStatus } from '@vsockdiag/proto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { allEvents, cli, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { ProbeClient } from '../harness/probe-client.js';
+import { startSandbox, type Sandbox, type SandboxOptions } from '../harness/sandbox.js';
+
+let collector: CollectorProcess;
+let root: string;
+const cleanup: Array<() => Promise<void> | void> = [];
+
+beforeAll(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-'));
+  collector = await startCollector({ args: ['--stall-after', '1500ms'] });
+});
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+afterAll(async () => {
+  await collector?.stop();
+  fs.rmSync(root, { recursive: true, force: true });
+  if (collector) fs.rmSync(collector.dataDir, { recursive: true, force: true });
+});
+
+async function sandbox(opts: Omit<SandboxOptions, 'root'>): Promise<Sandbox> {
+  const sb = await startSandbox({ ...opts, root });
+  cleanup.push(() => sb.stop());
+  expect((await collector.api('PUT', `/v1/sandboxes/${opts.id}`, { udsPath: sb.udsPath })).status).toBe(201);
+  return sb;
+}
+
+const dump = (id: string, body: object) => collector.api('POST', `/v1/sandboxes/${id}/dumps`, body);
+
+describe('dumps', () => {
+  it('envd hung on a mutex in cgroup-manager → an automatic threads dump whose top group is the futex wait', async () => {
+    await sandbox({ id: 'auto', envd: ['-hang-in', 'cgroup-manager'] });
+    await waitForState(collector, 'auto', 'stuck');
+    const ev = await waitFor('the automatic dump', async () => (await allEvents(collector, 'auto', 'dump')).find((e) => e.data.trigger === 'auto'));
+    expect(ev.data).toMatchObject({ mode: 'threads', complete: true });
+    const d = (await collector.api('GET', `/v1/sandboxes/auto/dumps/${ev.data.dumpId}`)).body;
+    expect(d.kind).toBe('threads');
+    expect(d.trigger).toBe('auto');
+    const top = d.threads.groups[0];
+    expect(`${top.blockedIn} ${top.wchan ?? ''} ${top.syscall.name ?? ''}`).toMatch(/futex/);
+    expect(d.text).toMatch(/^threads of pid \d+ \(fake-envd\)/);
+    // Linked from the sandbox.
+    const sb = (await collector.api('GET', '/v1/sandboxes/auto')).body;
+    expect(sb.dumps.some((x: any) => x.id === ev.data.dumpId && x.trigger === 'auto')).toBe(true);
+  });
+
+  it("a goroutines dump (SIGQUIT, wrap mode) names the fake envd's hang function; the CLI summary shows it", async () => {
+    await sandbox({ id: 'quit', mode: 'wrap', envd: ['-hang-in', 'cgroup-manager'] });
+    await waitForState(collector, 'quit', ['starting', 'stuck']);
+    const refused = await dump('quit', { mode: 'goroutines' });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.message).toMatch(/needs --destructive/);
+    const out = path.join(root, 'quit.txt');
+    const res = await cli(collector, ['dump', 'quit', '--mode', 'goroutines', '--destructive', '--out', out]);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/goroutines \(complete, sigquit/);
+    expect(res.stdout.split('\n').find((l) => l.includes('blocked in'))).toMatch(/blocked in main\.\(\*cgroupManager\)\.acquireRoot/);
+    expect(fs.readFileSync(out, 'utf8')).toMatch(/goroutine 1 .*\[semacquire/);
+    const list = (await collector.api('GET', '/v1/sandboxes/quit/dumps')).body.dumps;
+    const d = (await collector.api('GET', `/v1/sandboxes/quit/dumps/${list[0].id}`)).body;
+    expect(d.goroutineGroups[0].blockedIn.func).toBe('main.(*cgroupManager).acquireRoot');
+    expect(d.goroutineGroups[0].count).toBe(1);
+    // SIGQUIT ended envd: the probe reports the exit (Go exits with status 2).
+    const after = await waitForState(collector, 'quit', 'exited');
+    expect(after.target.exitCode).toBe(2);
+  });
+
+  it('a harmless goroutines dump from pprof, and a 2,000-goroutine dump arrives whole and grouped', async () => {
+    await sandbox({
+      id: 'pprof',
+      envd: ['-hang-in', 'api', '-pprof', '127.0.0.1:6060', '-idle-goroutines', '2000'],
+      probeArgs: ['--pprof-url', 'http://127.0.0.1:6060/debug/pprof/goroutine?debug=2'],
+    });
+    await waitForState(collector, 'pprof', ['starting', 'stuck']);
+    const made = await dump('pprof', { mode: 'goroutines' });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const d = (await collector.api('GET', `/v1/sandboxes/pprof/dumps/${made.body.id}`)).body;
+    expect(d).toMatchObject({ source: 'pprof', complete: true });
+    expect(d.goroutines).toBeGreaterThanOrEqual(2000);
+    const parked = d.goroutineGroups.find((g: any) => g.blockedIn?.func === 'main.parkedWorker');
+    expect(parked.count).toBe(2000);
+    // Harmless: envd is still alive.
+    expect((await collector.api('GET', '/v1/sandboxes/pprof')).body.target.alive).toBe(true);
+  });
+
+  it("a dump through Firecracker's host-initiated path while the probe's own session is cut", async () => {
+    const sb = await sandbox({ id: 'cut', envd: ['-hang-in', 'cgroup-manager'] });
+    await waitForState(collector, 'cut', ['starting', 'stuck']);
+    // Cut the session and keep it down: the collector's socket file goes away (the probe's
+    // reconnects now fail), then a transport reset ends the live connection.
+    fs.rmSync(`${sb.udsPath}_52000`);
+    sb.vm.reset();
+    await waitForState(collector, 'cut', 'silent');
+    const before = sb.vm.stats().hostInitiated;
+    const made = await dump('cut', { mode: 'threads' });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect(sb.vm.stats().hostInitiated).toBe(before + 1); // one fresh CONNECT, not pooled
+    const d = (await collector.api('GET', `/v1/sandboxes/cut/dumps/${made.body.id}`)).body;
+    expect(d.threads.groups.length).toBeGreaterThan(0);
+    expect(d.generation).toBe(1);
+    // A second dump opens another connection.
+    expect((await dump('cut', { mode: 'threads' })).status).toBe(201);
+    expect(sb.vm.stats().hostInitiated).toBe(before + 2);
+  });
+
+  it('a dump request racing a restore never returns the previous generation’s answer', async () => {
+    const dir = path.join(root, 'race');
+    fs.mkdirSync(dir, { recursive: true });
+    const udsPath = path.join(dir, 'v.sock');
+    await collector.api('PUT', '/v1/sandboxes/race', { udsPath });
+    const memory = { path: `${udsPath}_52000`, instanceId: 'aaaabbbbccccdddd', status: initialStatus(49983), heartbeatMs: 500 };
+    const gen1 = new ProbeClient({ ...memory, generation: 1 });
+    cleanup.push(() => gen1.close());
+    await gen1.connect();
+    const pending = dump('race', { mode: 'threads' });
+    // Generation 1 receives the command… and the VM is restored before it answers.
+    await gen1.until(() => gen1.received.some((m) => m.type === 'command'), 5000, 'the dump command');
+    gen1.close();
+    const gen2 = new ProbeClient({ ...memory, generation: 2 });
+    cleanup.push(() => gen2.close());
+    await gen2.connect();
+    // Generation 2 answers the retried command with its own dump.
+    await gen2.until(() => gen2.received.some((m) => m.type === 'command'), 5000, 'the retried command');
+    const cmd = gen2.received.find((m) => m.type === 'command') as { id: number };
+    const text = 'threads of pid 77 (envd) arch=x86_64\ntask 77 (envd) state=S wchan=futex_wait_queue syscall=202 0x0 0x80 0x0 0x0 0x0 0x0\n';
+    gen2.send({ type: 'dump.chunk', id: cmd.id, index: 0, data: Buffer.from(text) });
+    gen2.send({ type: 'result', id: cmd.id, ok: true, dump: { mode: 'threads', source: 'proc', complete: true, bytes: Buffer.byteLength(text), chunks: 1, pid: 77 } });
+    const made = await pending;
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect(made.body.generation).toBe(2);
+    const d = (await collector.api('GET', `/v1/sandboxes/race/dumps/${made.body.id}`)).body;
+    expect(d.text).toBe(text);
+  });
+
+  it('bad requests: unknown sandbox, bad mode, a probe that is gone', async () => {
+    expect((await dump('nope', { mode: 'threads' })).status).toBe(404);
+    const dir = path.join(root, 'gone');
+    fs.mkdirSync(dir, { recursive: true });
+    await collector.api('PUT', '/v1/sandboxes/gone', { udsPath: path.join(dir, 'v.sock') });
+    const bad = await dump('gone', { mode: 'heap' });
+    expect(bad.status).toBe(400);
+    const unreachable = await dump('gone', { mode: 'threads' });
+    expect(unreachable.status).toBe(503);
+    expect(unreachable.body.error.code).toBe('PROBE_UNREACHABLE');
+  });
+
+  it('the diff of two dumps lists what did not move', async () => {
+    await sandbox({ id: 'diff', envd: ['-hang-in', 'cgroup-manager'] });
+    await waitForState(collector, 'diff', ['starting', 'stuck']);
+    const a = (await dump('diff', { mode: 'threads' })).body;
+    const b = (await dump('diff', { mode: 'threads' })).body;
+    const diff = (await collector.api('GET', `/v1/sandboxes/diff/dumps/${b.id}/diff`)).body;
+    expect(diff).toMatchObject({ older: a.id, newer: b.id, kind: 'threads' });
+    expect(diff.stuckCount).toBeGreaterThan(0);
+    const raw = await fetch(`${collector.url}/v1/sandboxes/diff/dumps/${b.id}/raw`);
+    expect(raw.headers.get('content-type')).toMatch(/text\/plain/);
+    expect(await raw.text()).toMatch(/^threads of pid/);
+  });
+});
+
+describe('parse-dump', () => {
+  it('groups a Go traceback offline, as text and as JSON', async () => {
+    const fixture = path.join(path.dirname(new URL(import.meta.url).pathname), '../../host-collector/test/fixtures/dumps/fake-envd-go1.19-sigquit-cgroup-hang.txt');
+    const text = await cli(collector, ['parse-dump', fixture]);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/blocked in main\.\(\*cgroupManager\)\.acquireRoot/);
+    const json = JSON.parse((await cli(collector, ['parse-dump', fixture, '--json'])).stdout);
+    expect(json.kind).toBe('goroutines');
+    expect(json.goroutineGroups[0]).toMatchObject({ count: 1 });
+    expect(json.goroutineGroups[0].blockedIn.func).toBe('main.(*cgroupManager).acquireRoot');
+    const garbage = await cli(collector, ['parse-dump', '/etc/hostname']);
+    expect(garbage.code).toBe(1);
+  });
+});
