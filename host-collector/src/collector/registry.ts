@@ -110,6 +110,7 @@ export class Registry extends EventEmitter {
     const sb = new Sandbox(id, udsPath, source, generation, this.store, this.settings, this.log);
     sb.on('state', (change: StateChange) => this.emit('state', change));
     this.sandboxes.set(id, sb);
+    this.emit('added', sb);
     return sb;
   }
 }

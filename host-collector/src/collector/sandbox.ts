@@ -26,6 +26,7 @@ export interface SandboxSettings {
 /** Bounds on the short histories kept per sandbox for conditions. */
 const MAX_THREAD_SAMPLES = 256;
 const MAX_KERNEL_NOTES = 32;
+const MAX_PHASES = 64;
 
 /** After a probe is cut off for misbehaving, its next connections are refused for this long. */
 export const COOLDOWN_MS = 5000;
@@ -55,6 +56,9 @@ export class Sandbox extends EventEmitter implements SessionHost {
   counters = { sessions: 0, events: 0, gaps: 0, protocolErrors: 0, refused: 0 };
   /** The current target's thread counts (host ms), for thread-growth. */
   threads: Array<{ at: number; n: number }> = [];
+  /** The current target's phases (guest ms) and when it became ready, for fleet phase durations. */
+  phaseTimeline: Array<{ name: string; t: number }> = [];
+  readyAt: number | null = null;
   /** Kernel messages worth seeing (host ms). */
   kernel: KernelNote[] = [];
   /** Guest wall clock minus host wall clock, from the last hello or system sample. */
@@ -196,7 +200,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.status = status;
     this.store.append(rows, done);
     this.evaluate();
-    this.emit('events', events);
+    this.emit('recorded', rows);
   }
 
   /** Keeps the short histories conditions need (bounded). */
@@ -204,6 +208,13 @@ export class Sandbox extends EventEmitter implements SessionHost {
     switch (e.kind) {
       case 'target.found':
         this.threads = [];
+        // Phases reported just before the probe found the target are its own (see applyEvent).
+        this.phaseTimeline = this.phaseTimeline.filter((p) => p.t >= e.startedAt - 50);
+        this.readyAt = null;
+        return;
+      case 'phase':
+        if (e.name !== undefined && this.phaseTimeline.length < MAX_PHASES) this.phaseTimeline.push({ name: e.name, t: e.t });
+        if (e.ready && this.readyAt === null) this.readyAt = e.t;
         return;
       case 'target.sample':
         this.threads.push({ at: this.clock.toHost(e.t), n: e.threads });
@@ -295,6 +306,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     const previous = this.verdict.state;
     this.verdict = v;
     this.noteConditions(now);
+    this.emit('changed');
     if (v.state !== previous) {
       this.stateSince = now;
       this.record('state', { state: v.state, previous, reason: v.reason });
@@ -356,6 +368,8 @@ export class Sandbox extends EventEmitter implements SessionHost {
 
   /** A collector-side event (state change, session edge, gap) in the sandbox's history. */
   private record(kind: string, data: Record<string, unknown>): void {
-    this.store.append([{ sandboxId: this.id, generation: this.generation, seq: null, kind, tGuest: null, tHost: Date.now(), data }]);
+    const row: EventRecord = { sandboxId: this.id, generation: this.generation, seq: null, kind, tGuest: null, tHost: Date.now(), data };
+    this.store.append([row]);
+    this.emit('recorded', [row]);
   }
 }

@@ -17,6 +17,8 @@ import type { Store } from '../collector/store.js';
 import { ApiError } from './errors.js';
 import { metricsRoutes } from './metrics.js';
 import { dumpRoutes } from './routes/dumps.js';
+import { phaseRoutes } from './routes/phases.js';
+import { streamRoute } from './stream.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { serveDashboard } from './static.js';
 
@@ -72,7 +74,9 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
   app.get('/healthz', async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));
   app.register(sandboxRoutes, { registry: opts.registry, store: opts.store });
   app.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps });
+  app.register(phaseRoutes, { registry: opts.registry });
   metricsRoutes(app, opts.registry);
+  streamRoute(app, opts.registry, opts.token);
   serveDashboard(app, opts.dashboardDir);
   return app;
 }

@@ -1,0 +1,37 @@
+// GET /v1/phases: how long each phase took across the fleet (the current target of every
+// sandbox), so "cgroup-manager is slow on this host" shows at a glance. A phase lasts from its
+// marker to the next one; the last lasts until READY=1 (an unfinished one is not counted).
+
+import type { FastifyInstance } from 'fastify';
+import type { Registry } from '../../collector/registry.js';
+
+const MAX_SAMPLES = 500;
+
+export async function phaseRoutes(app: FastifyInstance, opts: { registry: Registry }): Promise<void> {
+  app.get('/v1/phases', async () => {
+    const byName = new Map<string, number[]>();
+    const order: string[] = [];
+    for (const sb of opts.registry.sandboxes.values()) {
+      const tl = sb.phaseTimeline;
+      for (let i = 0; i < tl.length; i++) {
+        const end = i + 1 < tl.length ? tl[i + 1]!.t : sb.readyAt;
+        if (end === null || end < tl[i]!.t) continue;
+        const name = tl[i]!.name;
+        let list = byName.get(name);
+        if (!list) {
+          byName.set(name, (list = []));
+          order.push(name);
+        }
+        list.push(Math.round((end - tl[i]!.t) * 1000) / 1000);
+      }
+    }
+    return {
+      phases: order.map((name) => {
+        const all = byName.get(name)!;
+        const sorted = [...all].sort((a, b) => a - b);
+        const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+        return { name, count: all.length, p50Ms: at(0.5), p90Ms: at(0.9), maxMs: sorted[sorted.length - 1]!, samplesMs: all.slice(-MAX_SAMPLES) };
+      }),
+    };
+  });
+}

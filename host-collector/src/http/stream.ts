@@ -1,0 +1,124 @@
+// GET /v1/stream (WebSocket): the dashboard's live feed.
+//   server → client: {type:'snapshot', sandboxes} on connect; {type:'sandbox', sandbox} when a
+//   sandbox's summary changed (at most every SUMMARY_EVERY_MS per sandbox); {type:'removed', id};
+//   {type:'event', id, event} for every event of a sandbox the client subscribed to.
+//   client → server: {type:'subscribe', id} / {type:'unsubscribe', id}.
+// With a token configured the client passes it as ?token= (browsers cannot set headers on a
+// WebSocket). A client that reads too slowly is dropped rather than buffered without bound.
+
+import { timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { WebSocket, WebSocketServer } from 'ws';
+import type { Registry } from '../collector/registry.js';
+import type { Sandbox } from '../collector/sandbox.js';
+import type { EventRecord } from '../collector/store.js';
+import { summary } from './present.js';
+
+const SUMMARY_EVERY_MS = 250;
+const MAX_SUBSCRIPTIONS = 16;
+/** Bytes queued to one client beyond which it is too slow and is dropped. */
+const MAX_BUFFERED = 4 * 1024 * 1024;
+const MAX_CLIENT_MESSAGE = 4096;
+
+export function streamRoute(app: FastifyInstance, registry: Registry, token: string | undefined): void {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_CLIENT_MESSAGE });
+  const clients = new Set<Client>();
+
+  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (url.pathname !== '/v1/stream') return void socket.destroy();
+    if (token && !sameToken(url.searchParams.get('token') ?? '', token)) {
+      socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const client = new Client(ws, registry);
+      clients.add(client);
+      ws.once('close', () => clients.delete(client));
+    });
+  });
+
+  // Summaries: coalesced per sandbox, sent to every client.
+  const due = new Map<string, NodeJS.Timeout>();
+  const watch = (sb: Sandbox) => {
+    sb.on('changed', () => {
+      if (due.has(sb.id)) return;
+      due.set(
+        sb.id,
+        setTimeout(() => {
+          due.delete(sb.id);
+          if (registry.get(sb.id) !== sb) return;
+          const msg = JSON.stringify({ type: 'sandbox', sandbox: summary(sb) });
+          for (const c of clients) c.send(msg);
+        }, SUMMARY_EVERY_MS),
+      );
+    });
+    sb.on('recorded', (rows: EventRecord[]) => {
+      for (const c of clients) c.events(sb.id, rows);
+    });
+  };
+  for (const sb of registry.sandboxes.values()) watch(sb);
+  registry.on('added', watch);
+  registry.on('removed', (id: string) => {
+    const msg = JSON.stringify({ type: 'removed', id });
+    for (const c of clients) c.send(msg);
+  });
+
+  app.addHook('onClose', async () => {
+    for (const t of due.values()) clearTimeout(t);
+    for (const c of clients) c.ws.terminate();
+    wss.close();
+  });
+}
+
+class Client {
+  private readonly subscriptions = new Set<string>();
+
+  constructor(
+    readonly ws: WebSocket,
+    registry: Registry,
+  ) {
+    const now = Date.now();
+    this.send(JSON.stringify({ type: 'snapshot', sandboxes: [...registry.sandboxes.values()].map((sb) => summary(sb, now)) }));
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return void ws.close(1003, 'text only');
+      let m: { type?: unknown; id?: unknown };
+      try {
+        m = JSON.parse(data.toString()) as typeof m;
+      } catch {
+        return void ws.close(1007, 'not JSON');
+      }
+      if (typeof m.id !== 'string') return;
+      if (m.type === 'subscribe' && this.subscriptions.size < MAX_SUBSCRIPTIONS) this.subscriptions.add(m.id);
+      if (m.type === 'unsubscribe') this.subscriptions.delete(m.id);
+    });
+    ws.on('error', () => ws.terminate());
+  }
+
+  send(text: string): void {
+    if (this.ws.readyState !== WebSocket.OPEN) return;
+    if (this.ws.bufferedAmount > MAX_BUFFERED) return void this.ws.terminate();
+    this.ws.send(text);
+  }
+
+  events(id: string, rows: EventRecord[]): void {
+    if (!this.subscriptions.has(id)) return;
+    for (const r of rows) {
+      this.send(
+        JSON.stringify({
+          type: 'event',
+          id,
+          event: { generation: r.generation, seq: r.seq, kind: r.kind, tGuest: r.tGuest, at: new Date(r.tHost).toISOString(), data: r.data },
+        }),
+      );
+    }
+  }
+}
+
+function sameToken(got: string, want: string): boolean {
+  const a = Buffer.from(got);
+  const b = Buffer.from(want);
+  return a.length === b.length && timingSafeEqual(a, b);
+}

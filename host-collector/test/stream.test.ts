@@ -1,0 +1,155 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { FrameDecoder, decodeCollectorMessage, encodeMessage, initialStatus } from '@vsockdiag/proto';
+import { Collector, type CollectorOptions } from '../src/collector/collector.js';
+
+const log = pino({ level: 'silent' });
+let tmp: string;
+const running: Collector[] = [];
+const closers: Array<() => void> = [];
+
+beforeEach(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-ws-'));
+});
+afterEach(async () => {
+  for (const c of closers.splice(0)) c();
+  for (const c of running.splice(0)) await c.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+async function start(over: Partial<CollectorOptions> = {}): Promise<string> {
+  const c = new Collector(
+    { http: '127.0.0.1:0', dataDir: path.join(tmp, 'data'), vsockPort: 52000, probePort: 52001, stallAfterMs: 5000, startDeadlineMs: 30_000, dashboardDir: tmp, ...over },
+    log,
+  );
+  running.push(c);
+  return c.start();
+}
+
+/** A WebSocket client collecting every message. */
+async function client(url: string): Promise<{ ws: WebSocket; messages: any[]; next: (pred: (m: any) => boolean) => Promise<any> }> {
+  const ws = new WebSocket(url.replace('http', 'ws'));
+  closers.push(() => ws.terminate());
+  const messages: any[] = [];
+  const waiters: Array<() => void> = [];
+  ws.on('message', (d) => {
+    messages.push(JSON.parse(d.toString()));
+    for (const w of waiters.splice(0)) w();
+  });
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  const next = (pred: (m: any) => boolean) =>
+    new Promise<any>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`no such message; got ${JSON.stringify(messages).slice(0, 400)}`)), 5000);
+      const check = () => {
+        const m = messages.find(pred);
+        if (m) {
+          clearTimeout(t);
+          resolve(m);
+        } else waiters.push(check);
+      };
+      check();
+    });
+  return { ws, messages, next };
+}
+
+/** A minimal probe over the sandbox's socket: hello, then one phase event. */
+async function probe(socketPath: string): Promise<net.Socket> {
+  const s = net.connect({ path: socketPath });
+  closers.push(() => s.destroy());
+  await new Promise((r) => s.once('connect', r));
+  const dec = new FrameDecoder((b) => decodeCollectorMessage(b));
+  s.on('data', (d) => dec.push(d));
+  s.write(
+    encodeMessage({
+      type: 'hello', protocol: 1, probeVersion: 't', instanceId: '0123456789abcdef', generation: 1, bootId: 'b',
+      clocks: { wallMs: Date.now(), sinceBootMs: 1000 }, lastSeq: 0, config: { target: 'envd', expectPort: 49983 }, status: initialStatus(49983),
+    }),
+  );
+  return s;
+}
+
+describe('/v1/stream', () => {
+  it('sends a snapshot, summary changes, removals, and the events of subscribed sandboxes', async () => {
+    const url = await start();
+    const dir = path.join(tmp, 'a');
+    fs.mkdirSync(dir);
+    await fetch(`${url}/v1/sandboxes/a`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
+    const c = await client(`${url}/v1/stream`);
+    const snap = await c.next((m) => m.type === 'snapshot');
+    expect(snap.sandboxes.map((s: any) => s.id)).toEqual(['a']);
+    c.ws.send(JSON.stringify({ type: 'subscribe', id: 'a' }));
+    await new Promise((r) => setTimeout(r, 50));
+    const p = await probe(path.join(dir, 'v.sock_52000'));
+    const changed = await c.next((m) => m.type === 'sandbox' && m.sandbox.state === 'booting');
+    expect(changed.sandbox).toMatchObject({ id: 'a', connected: true });
+    p.write(encodeMessage({ type: 'events', events: [{ kind: 'phase', seq: 1, t: 1100, name: '<img src=x onerror=alert(1)>' }] }));
+    const ev = await c.next((m) => m.type === 'event' && m.event.kind === 'phase');
+    expect(ev).toMatchObject({ id: 'a', event: { seq: 1, data: { name: '<img src=x onerror=alert(1)>' } } });
+    await fetch(`${url}/v1/sandboxes/a`, { method: 'DELETE' });
+    await c.next((m) => m.type === 'removed' && m.id === 'a');
+  });
+
+  it('does not send events of sandboxes the client did not subscribe to', async () => {
+    const url = await start();
+    const dir = path.join(tmp, 'b');
+    fs.mkdirSync(dir);
+    await fetch(`${url}/v1/sandboxes/b`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
+    const c = await client(`${url}/v1/stream`);
+    await probe(path.join(dir, 'v.sock_52000'));
+    await c.next((m) => m.type === 'sandbox');
+    expect(c.messages.some((m) => m.type === 'event')).toBe(false);
+  });
+
+  it('needs ?token= when the collector has a token', async () => {
+    const url = await start({ token: 's3cret' });
+    await expect(client(`${url}/v1/stream`)).rejects.toThrow(/401/);
+    const ok = await client(`${url}/v1/stream?token=s3cret`);
+    await ok.next((m) => m.type === 'snapshot');
+  });
+
+  it('closes a client that sends garbage', async () => {
+    const url = await start();
+    const c = await client(`${url}/v1/stream`);
+    const closed = new Promise<number>((r) => c.ws.once('close', (code) => r(code)));
+    c.ws.send('{not json');
+    expect(await closed).toBe(1007);
+  });
+});
+
+describe('/v1/phases', () => {
+  it('aggregates phase durations across sandboxes', async () => {
+    const url = await start();
+    for (const [id, gaps] of [['p1', [10, 200]], ['p2', [30, 400]]] as const) {
+      const dir = path.join(tmp, id);
+      fs.mkdirSync(dir);
+      await fetch(`${url}/v1/sandboxes/${id}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
+      const p = await probe(path.join(dir, 'v.sock_52000'));
+      await new Promise((r) => setTimeout(r, 50));
+      const t0 = 2000;
+      p.write(
+        encodeMessage({
+          type: 'events',
+          events: [
+            { kind: 'phase', seq: 1, t: t0, name: 'router' },
+            { kind: 'phase', seq: 2, t: t0 + gaps[0], name: 'cgroup-manager' },
+            { kind: 'phase', seq: 3, t: t0 + gaps[0] + gaps[1], ready: true },
+          ],
+        }),
+      );
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    const body = (await (await fetch(`${url}/v1/phases`)).json()) as any;
+    const cg = body.phases.find((p: any) => p.name === 'cgroup-manager');
+    expect(cg).toMatchObject({ count: 2, maxMs: 400 });
+    expect(cg.samplesMs.sort()).toEqual([200, 400]);
+    expect(body.phases.find((p: any) => p.name === 'router').samplesMs.sort((a: number, b: number) => a - b)).toEqual([10, 30]);
+  });
+});
