@@ -33,7 +33,7 @@ import { KmsgReader } from './kmsg.js';
 import { FileFollower } from './logs/follow-file.js';
 import { JournalFollower } from './logs/journal.js';
 import { LogWatcher, type LogWriter } from './logs/log-watcher.js';
-import { SigquitCapture, takeDump } from './dumps/index.js';
+import { SigquitCapture, takeDump, waitForExit } from './dumps/index.js';
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
 import { phaseEvent } from './phases.js';
@@ -67,7 +67,6 @@ export class Probe {
   /** The Go traceback a SIGQUIT prints goes to the target's stderr: every raw stderr chunk
    *  passes through here on its way to the log watcher. */
   private readonly sigquit = new SigquitCapture();
-  private exitWaiters: Array<{ pid: number; resolve: () => void }> = [];
   /** Commands still running (a dump): wrap mode waits for them before exiting. */
   private inflight = 0;
   /** Log lines (wrap mode's pipes, a followed file, the journal): phases and a bounded tail. */
@@ -150,10 +149,6 @@ export class Probe {
     const event = this.ring.push(body, this.clock.sinceBootMs());
     this.status = applyEvent(this.status, event);
     if (event.kind === 'listener.bound' || event.kind === 'listener.unbound') this.health?.kick();
-    if (event.kind === 'target.exit') {
-      for (const w of this.exitWaiters.filter((x) => x.pid === event.pid)) w.resolve();
-      this.exitWaiters = this.exitWaiters.filter((x) => x.pid !== event.pid);
-    }
     this.link.flush();
   }
 
@@ -247,7 +242,9 @@ export class Probe {
           procRoot: this.config.procRoot,
           pprofUrl: this.config.pprofUrl,
           sigquit: this.sigquit,
-          exited: (p) => this.exitOf(p),
+          exited: (p, signal) => waitForExit(p, { procRoot: this.config.procRoot, ...(signal ? { signal } : {}) }),
+          stderrSource: this.config.command.length ? 'wrap' : this.config.logFile ? 'file' : this.config.journalUnit ? 'journal' : null,
+          pump: () => this.file?.poll(),
         },
       );
       const data = Buffer.from(r.text, 'utf8');
@@ -264,18 +261,13 @@ export class Probe {
           complete: r.complete,
           bytes: data.length,
           chunks,
-          ...(pid !== null ? { pid } : {}),
+          ...((r.pid ?? pid) !== null ? { pid: (r.pid ?? pid)! } : {}),
+          ...(r.note ? { note: r.note.slice(0, MAX_TEXT) } : {}),
         },
       };
     } finally {
       this.inflight--;
     }
-  }
-
-  /** Resolves when the target with this pid is reported gone. */
-  private exitOf(pid: number): Promise<void> {
-    if (this.target.pid !== pid) return Promise.resolve();
-    return new Promise((resolve) => this.exitWaiters.push({ pid, resolve }));
   }
 
   private openNotifySocket(): void {

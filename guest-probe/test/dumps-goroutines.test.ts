@@ -18,6 +18,9 @@ const CANNED = [
   '',
 ].join('\n');
 
+const REGS_AMD64 = 'rax    0xca\nrbx    0x0\nrip    0x468061\nrflags 0x286\ncs     0x33\nfs     0x0\ngs     0x0\n';
+const REGS_ARM64 = 'r0      0x4e3a28\nr29     0xffffd0a8\nlr      0x43c1a0\nsp      0xffffd0a0\npc      0x46a3c4\nfault   0x0\n';
+
 const servers: http.Server[] = [];
 const children: ChildProcess[] = [];
 
@@ -119,7 +122,7 @@ describe('SigquitCapture (fed by hand)', () => {
   it('trims what came before the traceback, across chunk boundaries', async () => {
     const cap = new SigquitCapture();
     const { result, exit } = dryCapture(cap);
-    const dump = 'SIGQUIT: quit\nPC=0x46a8a1 m=0 sigcode=0\n\ngoroutine 0 [idle]:\nruntime.futex()\n';
+    const dump = `SIGQUIT: quit\nPC=0x46a8a1 m=0 sigcode=0\n\ngoroutine 0 [idle]:\nruntime.futex()\n\n${REGS_AMD64}`;
     const all = Buffer.from(`envd startup: creating cgroup manager\nsome other line\n${dump}`);
     for (let i = 0; i < all.length; i++) cap.feed(all.subarray(i, i + 1)); // byte by byte
     exit();
@@ -166,9 +169,33 @@ describe('SigquitCapture (fed by hand)', () => {
     const cap = new SigquitCapture();
     const { result, exit } = dryCapture(cap, 1000);
     for (let i = 0; i < 100; i++) cap.feed(Buffer.from(`log line ${i} ${'y'.repeat(80)}\n`));
-    cap.feed(Buffer.from('SIGQUIT: quit\ngoroutine 1 [running]:\n'));
+    cap.feed(Buffer.from(`SIGQUIT: quit\ngoroutine 1 [running]:\n\n${REGS_AMD64}`));
     exit();
-    expect(await result).toEqual({ text: 'SIGQUIT: quit\ngoroutine 1 [running]:\n', complete: true });
+    expect(await result).toEqual({ text: `SIGQUIT: quit\ngoroutine 1 [running]:\n\n${REGS_AMD64}`, complete: true });
+  });
+
+  it('is complete only when the traceback reaches the register dump the runtime prints last', async () => {
+    const cap = new SigquitCapture();
+    const cases: Array<[string, boolean, RegExp?]> = [
+      [`SIGQUIT: quit\ngoroutine 1 [running]:\nmain.main()\n\n${REGS_AMD64}`, true],
+      [`SIGQUIT: quit\ngoroutine 1 [running]:\nmain.main()\n\n${REGS_ARM64}`, true],
+      // log-file prefixes on every line
+      [`t1 SIGQUIT: quit\nt2 goroutine 1 [running]:\nt3 main.main()\nt4 rip    0x468061\nt5 rflags 0x286\n`, true],
+      // lines lost at the end (journald's rate limit drops the rest)
+      ['SIGQUIT: quit\ngoroutine 1 [running]:\nmain.main()\n\ngoroutine 2 [select]:\n', false, /register dump/],
+      // GOTRACEBACK=none
+      ['SIGQUIT: quit\nPC=0x468061 m=0 sigcode=0\n', false, /no goroutine/],
+    ];
+    for (const [text, complete, error] of cases) {
+      const r = dryCapture(cap);
+      cap.feed(Buffer.from(text));
+      r.exit();
+      const d = await r.result;
+      expect(d.text).toBe(text);
+      expect(d.complete).toBe(complete);
+      if (error) expect(d.error).toMatch(error);
+      else expect(d.error).toBeUndefined();
+    }
   });
 
   it('says when nothing arrived from stderr', async () => {
@@ -335,6 +362,14 @@ describe('takeDump goroutines', () => {
     expect(r.source).toBe('sigquit');
     expect(r.complete).toBe(true);
     expect(r.note).toMatch(/pprof failed first/);
+  });
+
+  it("refuses SIGQUIT when the target's stderr reaches the probe nowhere", async () => {
+    const child = await quitIgnorer();
+    const r = await takeDump({ mode: 'goroutines', destructive: true }, ctx({ targetPid: child.pid!, stderrSource: null }));
+    expect(r).toMatchObject({ source: 'none', complete: false, error: expect.stringMatching(/^not sending SIGQUIT/) });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(child.stderr!.read()).toBeNull(); // it was never signalled (it would have said so)
   });
 
   it('no target: a clear error', async () => {

@@ -111,6 +111,16 @@ export interface SigquitOptions {
   signal?: NodeJS.Signals | 0;
 }
 
+/**
+ * Whether a SIGQUIT traceback is there to its end: after the goroutines the Go runtime prints
+ * the signalled thread's registers, ending with rip/rflags/cs/fs/gs (amd64) or pc/fault
+ * (arm64). Lines may carry a log prefix (a timestamp).
+ */
+export function tracebackEnded(text: string): boolean {
+  const tail = text.slice(-4096);
+  return /(?:^|\s)(?:rip|pc) +0x[0-9a-f]+\s*$/m.test(tail);
+}
+
 const EMPTY = Buffer.alloc(0);
 /** How much of a line is looked at to decide whether it starts a traceback. */
 const LINE_PEEK = 512;
@@ -234,8 +244,7 @@ export class SigquitCapture {
   private result(a: Armed, exited: boolean, timeoutMs: number): DumpText {
     const parts = a.found ? a.body : a.pre;
     const bytes = a.found ? a.bodyBytes : a.preBytes;
-    let text = Buffer.concat(parts, bytes).toString('utf8');
-    if (!a.found && bytes > a.maxBytes) text = text.slice(0, a.maxBytes);
+    const text = Buffer.concat(parts, bytes).toString('utf8');
     const errors: string[] = [];
     if (!exited) errors.push(`pid ${a.pid} did not exit within ${timeoutMs} ms of SIGQUIT (does it ignore SIGQUIT, or is it not a Go program?)`);
     if (a.cut) errors.push(`dump cut at ${a.maxBytes} bytes`);
@@ -247,7 +256,19 @@ export class SigquitCapture {
       }
       if (a.droppedPre > 0) errors.push(`${a.droppedPre} earlier bytes dropped to stay within ${a.maxBytes} bytes`);
     }
-    const complete = exited && a.found && !a.cut;
+    let ended = true;
+    if (a.found && exited && !a.cut) {
+      if (!/^(?:.*\s)?goroutine \d+ /m.test(text)) {
+        ended = false;
+        errors.push('the traceback holds no goroutine (GOTRACEBACK=none?)');
+      } else if (!tracebackEnded(text)) {
+        ended = false;
+        errors.push(
+          'the traceback does not end with the register dump the Go runtime prints last: lines were lost on the way (a journald rate limit?) or the target ended another way',
+        );
+      }
+    }
+    const complete = exited && a.found && !a.cut && ended;
     return { text, complete, ...(errors.length ? { error: errors.join('; ') } : {}) };
   }
 

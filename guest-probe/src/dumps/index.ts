@@ -15,7 +15,7 @@ import { MAX_PPROF_BYTES, SigquitCapture, pprofDump } from './goroutines.js';
 import { nativeDump } from './native.js';
 import { NoSuchProcessError, TARGET_EXITED_LINE, processExited, threadsDump } from './threads.js';
 
-export { SigquitCapture, pprofDump, MAX_PPROF_BYTES, SIGQUIT_DRAIN_MS, type DumpText, type SigquitOptions } from './goroutines.js';
+export { SigquitCapture, pprofDump, tracebackEnded, MAX_PPROF_BYTES, SIGQUIT_DRAIN_MS, type DumpText, type SigquitOptions } from './goroutines.js';
 export { nativeDump, which, NATIVE_NOT_AVAILABLE, type NativeDump } from './native.js';
 export { threadsDump, archName, formatSyscall, processExited, NoSuchProcessError, TARGET_EXITED_LINE, type ThreadsDump } from './threads.js';
 
@@ -42,6 +42,9 @@ export interface DumpContext {
   maxBytes?: number;
   /** While a SIGQUIT capture runs, called every 50 ms (the probe reads its followed file). */
   pump?: () => void;
+  /** Where the target's stderr reaches the probe. null: nowhere, so a SIGQUIT would end the
+   *  target and lose its dump; it is refused. (undefined: not checked.) */
+  stderrSource?: 'wrap' | 'file' | 'journal' | null;
 }
 
 export const DUMP_DEFAULTS = {
@@ -67,6 +70,8 @@ export interface DumpResult {
 }
 
 export const NO_TARGET = 'no target process is known (not found yet, or it exited): nothing to dump';
+export const NO_STDERR =
+  "not sending SIGQUIT: the probe does not see the target's stderr (use wrap mode, --log-file or --journal-unit), so the dump would be lost with the target";
 export const NEEDS_DESTRUCTIVE =
   'a goroutine dump without --pprof-url needs --destructive (SIGQUIT ends the target; its supervisor restarts it)';
 
@@ -135,6 +140,7 @@ async function goroutines(request: DumpRequest, ctx: DumpContext): Promise<DumpR
   }
   if (!request.destructive) return fail('goroutines', NEEDS_DESTRUCTIVE, pid);
   if (pid === null) return fail('goroutines', NO_TARGET);
+  if (ctx.stderrSource === null) return fail('goroutines', NO_STDERR, pid);
 
   const abort = new AbortController();
   let exited: Promise<void>;

@@ -9,12 +9,14 @@
 // gets SIGTERM (gdb then detaches), SIGKILL 2 s later if still there, and the target a
 // SIGCONT afterwards in case a killed helper left it stopped.
 
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import path from 'node:path';
 
 export const MAX_NATIVE_BYTES = 16 * 1024 * 1024;
 const KILL_GRACE_MS = 2000;
+/** After the helper exited, how long its pipes may take to reach their end. */
+const PIPE_GRACE_MS = 500;
 export const NATIVE_NOT_AVAILABLE = 'native stacks not available: neither gdb nor eu-stack is installed in the guest';
 
 export type NativeTool = 'gdb' | 'eu-stack';
@@ -81,7 +83,7 @@ function runHelper(
     let killedByUs = false;
     let done = false;
     let killTimer: NodeJS.Timeout | null = null;
-    let child;
+    let child: ChildProcess;
     try {
       child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } });
     } catch (e) {
@@ -119,6 +121,9 @@ function runHelper(
       done = true;
       clearTimeout(timer);
       if (killTimer) clearTimeout(killTimer);
+      // Close our ends: a grandchild still writing there gets EPIPE instead of blocking.
+      child.stdout?.destroy();
+      child.stderr?.destroy();
       // A helper killed mid-attach may leave the target stopped: let it run on.
       if (killedByUs) signal(pid, 'SIGCONT');
       let text = Buffer.concat(out).toString('utf8');
@@ -141,6 +146,10 @@ function runHelper(
     };
     child.once('error', (e) => finish(null, null, e));
     child.once('close', (code, sig) => finish(code, sig));
+    // A grandchild of the helper may keep its pipes open: do not wait for them long.
+    child.once('exit', (code, sig) => {
+      setTimeout(() => finish(code, sig), PIPE_GRACE_MS).unref();
+    });
   });
 }
 

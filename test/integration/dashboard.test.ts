@@ -1,0 +1,121 @@
+// The dashboard in a real browser (Debian's headless Chromium via playwright-core), against
+// a real collector with simulated sandboxes. Screenshots go to test/results/screenshots/.
+
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { browserAvailable, launchBrowser } from '../harness/browser.js';
+import { startSandbox, type Sandbox } from '../harness/sandbox.js';
+
+const SHOTS = path.join(ROOT, 'test/results/screenshots');
+const XSS = '<img src=x onerror="window.__xss=1">';
+let collector: CollectorProcess;
+let root: string;
+let browser: Browser;
+let closeBrowser: () => Promise<void>;
+const sandboxes: Sandbox[] = [];
+
+async function sandbox(id: string, envd: string[], probeArgs: string[] = []): Promise<Sandbox> {
+  const sb = await startSandbox({ id, root, envd, probeArgs });
+  sandboxes.push(sb);
+  await collector.api('PUT', `/v1/sandboxes/${id}`, { udsPath: sb.udsPath });
+  return sb;
+}
+
+function notify(sb: Sandbox, payload: string): void {
+  const r = spawnSync('python3', [
+    '-c',
+    'import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(sys.argv[2].encode(), sys.argv[1])',
+    path.join(sb.dir, 'notify.sock'),
+    payload,
+  ]);
+  expect(r.status).toBe(0);
+}
+
+async function page(): Promise<Page> {
+  const p = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  p.on('dialog', (d) => void d.accept());
+  return p;
+}
+
+describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
+  beforeAll(async () => {
+    fs.mkdirSync(SHOTS, { recursive: true });
+    root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-'));
+    collector = await startCollector({ args: ['--stall-after', '1500ms'] });
+    ({ browser, close: closeBrowser } = await launchBrowser());
+    await sandbox('healthy', []);
+    await sandbox('hung', ['-hang-in', 'cgroup-manager', '-pprof', '127.0.0.1:6060'], [
+      '--pprof-url',
+      'http://127.0.0.1:6060/debug/pprof/goroutine?debug=2',
+    ]);
+    await waitForState(collector, 'hung', 'stuck');
+    await waitForState(collector, 'healthy', 'ready');
+  }, 120_000);
+
+  afterAll(async () => {
+    await closeBrowser?.();
+    await Promise.all(sandboxes.map((s) => s.stop()));
+    await collector?.stop();
+    if (root) fs.rmSync(root, { recursive: true, force: true });
+    if (collector) fs.rmSync(collector.dataDir, { recursive: true, force: true });
+  });
+
+  it('shows a stuck sandbox with its reason, trouble first', async () => {
+    const p = await page();
+    await p.goto(`${collector.url}/`);
+    const row = p.locator('[data-testid="sandbox-row"][data-id="hung"]');
+    await row.waitFor({ timeout: 10_000 });
+    expect(await row.getAttribute('data-state')).toBe('stuck');
+    expect(await row.locator('[data-testid="reason"]').innerText()).toContain('last phase cgroup-manager');
+    const ids = await p.locator('[data-testid="sandbox-row"]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-id')));
+    expect(ids.indexOf('hung')).toBeLessThan(ids.indexOf('healthy'));
+    await p.screenshot({ path: path.join(SHOTS, 'fleet.png') });
+    await p.close();
+  });
+
+  it('captures a dump with a click and shows the frame envd is blocked in', async () => {
+    const p = await page();
+    await p.goto(`${collector.url}/sandboxes/hung`);
+    await p.locator('[data-testid="dump-mode"]').selectOption('goroutines');
+    await p.locator('[data-testid="capture-dump"]').click();
+    const blocked = p.locator('[data-testid="dump-viewer"] [data-testid="blocked-in"]').first();
+    await blocked.waitFor({ timeout: 30_000 });
+    expect(await blocked.innerText()).toContain('main.(*cgroupManager).acquireRoot');
+    await p.screenshot({ path: path.join(SHOTS, 'sandbox.png'), fullPage: true });
+    await p.close();
+  });
+
+  it('shows a state change without a reload', async () => {
+    const p = await page();
+    await p.goto(`${collector.url}/`);
+    await sandbox('latecomer', ['-slow', '300ms']);
+    const row = p.locator('[data-testid="sandbox-row"][data-id="latecomer"]');
+    await row.waitFor({ timeout: 10_000 });
+    await p.waitForFunction(
+      () => document.querySelector('[data-testid="sandbox-row"][data-id="latecomer"]')?.getAttribute('data-state') === 'ready',
+      undefined,
+      { timeout: 20_000 },
+    );
+    await p.close();
+  });
+
+  it('renders guest-supplied HTML as inert text', async () => {
+    const sb = await sandbox('xss', ['-hang-in', 'api', '-no-notify']);
+    await waitForState(collector, 'xss', ['starting', 'stuck']);
+    notify(sb, `PHASE=${XSS}\nSTATUS=${XSS}`);
+    const p = await page();
+    await p.goto(`${collector.url}/`);
+    await p.locator('[data-testid="sandbox-row"][data-id="xss"]').waitFor();
+    await p.waitForFunction((x) => document.body.innerText.includes(x), XSS, { timeout: 10_000 });
+    await p.goto(`${collector.url}/sandboxes/xss`);
+    await p.waitForFunction((x) => document.body.innerText.includes(x), XSS, { timeout: 10_000 });
+    expect(await p.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+    expect(await p.locator('img[src="x"]').count()).toBe(0);
+    await p.close();
+  });
+});
