@@ -113,7 +113,8 @@ export class Probe {
       this.listener,
       { tick: () => sockets.tick(() => this.clock.sinceBootMs()) },
       new SystemSampler({ procRoot: config.procRoot, emit }),
-      ...(kmsg ? [{ tick: () => void kmsg.poll() }] : []),
+      // Kernel messages are not urgent to the 40 ms of a boot tick: once a second is enough.
+      ...(kmsg ? [everyMs(1000, () => void kmsg.poll())] : []),
       ...(this.file ? [this.file] : []),
       this.logs,
       ...(this.health ? [this.health] : []),
@@ -361,3 +362,16 @@ export class Probe {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A watcher that does its work at most every `ms`, however fast the sampling ticks. */
+function everyMs(ms: number, work: () => void): { tick(): void } {
+  let last = Number.NEGATIVE_INFINITY;
+  return {
+    tick() {
+      const now = performance.now();
+      if (now - last < ms) return;
+      last = now;
+      work();
+    },
+  };
+}

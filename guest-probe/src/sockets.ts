@@ -8,7 +8,9 @@ import type { EventBody } from '@vsockdiag/proto';
 import type { SocketCensus } from './diag.js';
 import { readSockstat } from './proc/index.js';
 
-export const CENSUS_EVERY_MS = 10_000;
+// Every 30 s when nothing changes (a census is milliseconds of kernel time with thousands of
+// sockets); sooner when the totals jump.
+export const CENSUS_EVERY_MS = 30_000;
 /** Totals are re-sent when they moved by this fraction (or every TOTALS_EVERY_MS). */
 const TOTALS_CHANGE = 0.1;
 const TOTALS_EVERY_MS = 10_000;

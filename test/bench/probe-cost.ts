@@ -306,7 +306,11 @@ export async function measureProbeCpu(windowS: number, progress: Progress): Prom
   const sandboxes: LoadedSandbox[] = [];
   let idle: ChildProcess | undefined;
   try {
-    c = await startCollector();
+    // The hung sandbox must stay a booting one for the whole window: with the default stall
+    // and start deadlines the collector would call it stuck midway and act on that (automatic
+    // dumps through the probe), which is not the boot-rate cost being measured.
+    const deadline = `${Math.ceil(windowS * 5)}s`;
+    c = await startCollector({ args: ['--stall-after', deadline, '--start-deadline', deadline] });
     progress(`probe cpu: starting two sandboxes, each ${LOAD.processes} processes + ${LOAD.connections * 2} sockets`);
     const started = await Promise.allSettled([
       startLoadedSandbox(root, 'hung', ['-hang-in', 'cgroup-manager'], LOAD),
@@ -318,7 +322,7 @@ export async function measureProbeCpu(windowS: number, progress: Progress): Prom
     idle = spawn(process.execPath, ['-e', 'setInterval(()=>{},1000); setTimeout(()=>process.exit(0), 900_000)'], { stdio: 'ignore' });
     for (const sb of sandboxes) await c.api('PUT', `/v1/sandboxes/${sb.id}`, { udsPath: sb.udsPath });
     await waitForState(c, 'healthy', 'ready', 120_000);
-    await waitForState(c, 'hung', ['starting', 'stuck'], 120_000);
+    await waitForState(c, 'hung', 'starting', 120_000);
     const pids = await waitFor('both probes', () => {
       const h = hung!.probePid();
       const s = healthy!.probePid();
@@ -330,10 +334,10 @@ export async function measureProbeCpu(windowS: number, progress: Progress): Prom
     progress(`probe cpu: both probes up (hung: boot rate, healthy: 1 Hz); measuring for ${windowS} s`);
     const idlePid = idle.pid!;
     const start = { hung: snapshot(pids.hung), healthy: snapshot(pids.healthy), idle: snapshot(idlePid) };
-    const deadline = performance.now() + windowS * 1000;
-    while (performance.now() < deadline) {
-      await new Promise((r) => setTimeout(r, Math.min(15_000, deadline - performance.now())));
-      const left = Math.max(0, Math.round((deadline - performance.now()) / 1000));
+    const endAt = performance.now() + windowS * 1000;
+    while (performance.now() < endAt) {
+      await new Promise((r) => setTimeout(r, Math.min(15_000, endAt - performance.now())));
+      const left = Math.max(0, Math.round((endAt - performance.now()) / 1000));
       if (left > 0) progress(`probe cpu: ${windowS - left}/${windowS} s`);
     }
     for (const [sb, pid] of [[hung!, pids.hung], [healthy!, pids.healthy]] as const) {

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { DEFAULTS } from '@vsockdiag/proto';
 import { ROOT } from '../harness/collector.js';
 import { STALL_MS, measureVerdicts } from './verdicts.js';
+import { measureDumps } from './dumps.js';
 import { LOAD, measureProbeCpu, measureProbeMicro, type CpuFigure } from './probe-cost.js';
 
 const BOOTS = Number(process.env.VSOCKDIAG_BENCH_BOOTS ?? 50);
@@ -28,6 +29,7 @@ progress(`machine: ${machine.cpus} cores, ${machine.memoryGiB} GiB, node ${machi
 const verdicts = await measureVerdicts(BOOTS, 5, progress);
 const micro = await measureProbeMicro(progress);
 const cpu = await measureProbeCpu(CPU_WINDOW_S, progress);
+const dumps = await measureDumps(Number(process.env.VSOCKDIAG_BENCH_DUMPS ?? 100), 5, progress);
 const f = (n: number) => n.toFixed(1);
 const rows = [
   ['target bind → `ready` on the API', verdicts.bindToReady, '—', '≤ 100 ms p99'],
@@ -61,7 +63,7 @@ ${probeSection()}`;
 fs.writeFileSync(path.join(ROOT, 'BENCHMARKS.md'), md);
 fs.writeFileSync(
   path.join(ROOT, 'BENCHMARKS.json'),
-  `${JSON.stringify({ machine, stallMs: STALL_MS, ...verdicts, probe: { micro, cpu } }, null, 2)}\n`,
+  `${JSON.stringify({ machine, stallMs: STALL_MS, ...verdicts, probe: { micro, cpu }, dumps }, null, 2)}\n`,
 );
 process.stdout.write(md);
 
@@ -93,12 +95,12 @@ function probeSection(): string {
     cpuRow(
       'probe at boot rate (envd hangs in `cgroup-manager`, before binding: 40 ms ticks)',
       cpu.bootRate,
-      `RssAnon ≤ 12 MB: ${met(cpu.bootRate.rssAnonKb <= 12 * 1024)}`,
+      `RssAnon ≤ 12 MiB: ${met(cpu.bootRate.rssAnonKb <= 12 * 1024)}`,
     ),
     cpuRow(
       'probe at steady rate (healthy envd, ready: 1 s ticks)',
       steady,
-      `≤ 0.3 %: ${met(steady.cpuPct <= 0.3)}; RssAnon ≤ 12 MB: ${met(steady.rssAnonKb <= 12 * 1024)}`,
+      `≤ 0.3 %: ${met(steady.cpuPct <= 0.3)}; RssAnon ≤ 12 MiB: ${met(steady.rssAnonKb <= 12 * 1024)}`,
     ),
     cpuRow('baseline: idle `node -e "setInterval(()=>{},1000)"`', cpu.idleNode, '—'),
   ];
@@ -125,15 +127,17 @@ JIT-optimised calls in a tight loop: the probe, ticking at 25 Hz or 1 Hz, pays m
 (colder caches, less optimised code; see the CPU share below). The census is run every 10 s or
 when the totals grow; the baselines are what the probe avoids per tick.
 
-| process (${cpu.windowS} s window, all at the same time) | CPU, % of one core | CPU ms | main-thread wake-ups/s | read syscalls/s | RssAnon MB | RssFile MB | target |
+| process (${cpu.windowS} s window, all at the same time) | CPU, % of one core | CPU ms | main-thread wake-ups/s | read syscalls/s | RssAnon MiB | RssFile MiB | target |
 |---|---|---|---|---|---|---|---|
 ${cpuRows.join('\n')}
 
 How: the real bundled probe (guest-probe/dist) in two simulated sandboxes side by side, each
 with its own ${LOAD.processes} idle processes and ${n(cpu.load.sockets)} sockets (the load above, in each sandbox), both
-streaming to one collector through the emulated vsock (registered, so the link traffic counts).
-CPU is utime + stime from \`/proc/<pid>/stat\` (all threads; 10 ms resolution, ±${(1 / cpu.windowS).toFixed(3)} % of a core over the
-window), wake-ups are the main thread's voluntary context switches, reads are \`syscr\` from
+streaming to one collector through the emulated vsock (registered, so the link traffic counts;
+its stall and start deadlines are set past the window, so the hung sandbox stays \`starting\` and
+the collector takes no stuck-time action during it).
+CPU is utime + stime from \`/proc/<pid>/stat\` (all threads; counted in 10 ms steps, i.e. ${(1 / cpu.windowS).toFixed(3)} % of a core
+over the window), wake-ups are the main thread's voluntary context switches, reads are \`syscr\` from
 \`/proc/<pid>/io\`, memory from \`/proc/<pid>/status\` at the end. Both probes run their census
 every 10 s; the two sandboxes share one kernel here, so each census walks both sandboxes' sockets.
 
@@ -141,8 +145,26 @@ Per tick, from the figures above: at boot rate the probe's CPU ÷ ${1000 / DEFAU
 ${n(bootPerTickUs)} µs per tick, ${x(bootPerTickUs, us.sample.p50)} the warm sample's median; at steady rate, ${n(steadyPerSUs)} µs per
 second. The census every 10 s alone, at its median above, is ≈ ${(us.census.p50 / 10_000 / 10).toFixed(3)} % of a core.
 
-Per-tick \`/proc/*\` scan at steady state: **${cpu.steadyScansProcPerTick ? 'yes' : 'no'}**: ${n(cpu.steadyReadsPerTick, 1)} read syscalls per 1 s tick in all
-(stat of the target, sockstat, the link), against ${cpu.steadyNamespaceProcesses} processes in the sandbox that a scan would read
+Per-tick \`/proc/*\` scan at steady state: **${cpu.steadyScansProcPerTick ? 'yes' : 'no'}**: ${n(cpu.steadyReadsPerTick, 1)} read syscalls per 1 s tick, everything the probe
+read (the target's stat, sockstat, /dev/kmsg, the link, ...), against ${cpu.steadyNamespaceProcesses} processes in the sandbox that a scan would read
 at least once each.
+`;
+}
+
+/** Dumps end to end through the API (dumps.ts). */
+function dumpSection(): string {
+  const row = (name: string, s: { n: number; p50: number; p99: number; max: number }, base: string, target: string) =>
+    `| ${name} | ${s.n} | ${f(s.p50)} | ${f(s.p99)} | ${f(s.max)} | ${base} | ${target} |`;
+  return `
+## Dumps
+
+| figure | runs | p50 ms | p99 ms | max ms | baseline in the same run | target |
+|---|---|---|---|---|---|---|
+${row('threads dump round trip (POST → stored → 201)', dumps.threads, `GET /healthz p50 ${f(dumps.healthz.p50)} ms: ${(dumps.threads.p50 / dumps.healthz.p50).toFixed(0)}×`, '≤ 50 ms p50')}
+${row(`${dumps.goroutines.toLocaleString('en-US')}-goroutine Go dump (pprof, ${(dumps.bytes / 2 ** 20).toFixed(1)} MiB) end to end`, dumps.bigGoroutines, '—', '≤ 2 s')}
+
+How: one simulated sandbox whose fake envd hangs in start-up with ${dumps.goroutines.toLocaleString('en-US')} parked goroutines and a pprof
+endpoint; each request goes API → collector → probe session → /proc (threads) or pprof (goroutines) →
+256 KiB chunks → parse and group → SQLite → 201.
 `;
 }

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
+import { WebSocket } from 'ws';
 import { parseDuration } from '@vsockdiag/proto';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { createLogger } from '../collector/logger.js';
@@ -190,6 +191,45 @@ export function buildProgram(): Command {
     });
 
   program
+    .command('tail <id>')
+    .description("follow a sandbox's events live (the last few first); Ctrl-C to stop")
+    .option('-n, --lines <n>', 'how many past events to show first', int('--lines'), 20)
+    .option('--json', 'one JSON object per event')
+    .action(async (id: string, o, cmd: Command) => {
+      const c = client(cmd);
+      const path = `/v1/sandboxes/${encodeURIComponent(id)}`;
+      await c.request('GET', path); // a clear NOT_FOUND before anything else
+      const print = (e: TailEvent) => process.stdout.write(o.json ? `${JSON.stringify(e)}\n` : formatEvent(e));
+      // The newest events first: page to the end, keep the last n.
+      let after = 0;
+      let recent: TailEvent[] = [];
+      for (;;) {
+        const r = await c.request<{ events: TailEvent[]; next: number }>('GET', `${path}/events?after=${after}&limit=1000`);
+        recent = [...recent, ...r.body.events].slice(-o.lines);
+        if (r.body.events.length < 1000) break;
+        after = r.body.next;
+      }
+      for (const e of recent) print(e);
+      await new Promise<void>((resolve, reject) => {
+        const g = cmd.optsWithGlobals<{ collector: string; token?: string }>();
+        const url = `${g.collector.replace(/^http/, 'ws').replace(/\/+$/, '')}/v1/stream${g.token ? `?token=${encodeURIComponent(g.token)}` : ''}`;
+        const ws = new WebSocket(url);
+        ws.on('open', () => ws.send(JSON.stringify({ type: 'subscribe', id })));
+        ws.on('message', (data) => {
+          const m = JSON.parse(data.toString()) as { type: string; id?: string; event?: TailEvent };
+          if (m.type === 'event' && m.id === id && m.event) print(m.event);
+          if (m.type === 'removed' && m.id === id) {
+            process.stderr.write(`${id} was unregistered\n`);
+            ws.close();
+          }
+        });
+        ws.on('close', () => resolve());
+        ws.on('error', (err) => reject(new ClientError(`stream: ${err.message}`, null, null)));
+        process.once('SIGINT', () => ws.close());
+      });
+    });
+
+  program
     .command('parse-dump [file]')
     .description('group a Go traceback or a probe threads dump offline (FILE, or - / nothing for stdin)')
     .option('--json', 'JSON output: the same goroutineGroups / threads structure the API returns')
@@ -206,6 +246,35 @@ export function buildProgram(): Command {
     });
 
   return program;
+}
+
+interface TailEvent {
+  kind: string;
+  at: string;
+  generation: number;
+  seq: number | null;
+  data: Record<string, unknown>;
+}
+
+/** One line per event: time, generation, kind, and the fields that matter for that kind. */
+function formatEvent(e: TailEvent): string {
+  const d = e.data;
+  const time = e.at.slice(11, 23);
+  let what: string;
+  switch (e.kind) {
+    case 'state':
+      what = `${d.previous} → ${d.state}: ${d.reason}`;
+      break;
+    case 'phase':
+      what = [d.name, d.status, d.ready ? 'READY=1' : ''].filter(Boolean).join('  ');
+      break;
+    case 'log.lines':
+      what = (d.lines as string[]).map((l, i) => (i ? `${' '.repeat(28)}${l}` : l)).join('\n');
+      break;
+    default:
+      what = JSON.stringify(d);
+  }
+  return `${time} g${e.generation} ${e.kind.padEnd(16)} ${what}\n`;
 }
 
 interface DumpBody {
