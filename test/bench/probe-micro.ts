@@ -6,7 +6,7 @@
 //   sample   – one steady-state probe tick once the target is known: TargetWatcher.tick
 //              (its /proc/<pid>/stat), ListenerWatcher.tick (sock_diag LISTEN query for PORT),
 //              SocketWatcher.tick with totals only (/proc/net/sockstat);
-//   census   – socketCensus({ top: 10 }), the per-remote census the probe runs every 10 s;
+//   census   – socketCensus({ top: 10 }), the per-remote census the probe runs every 30 s (sooner on growth);
 // and the baselines, which the probe does NOT do per tick:
 //   tcp      – readTcpSockets LISTEN-on-PORT over /proc/net/tcp + tcp6 (the /proc fallback
 //              of the listener check: the kernel formats every socket anyway);

@@ -9,6 +9,7 @@ import { DEFAULTS } from '@vsockdiag/proto';
 import { ROOT } from '../harness/collector.js';
 import { STALL_MS, measureVerdicts } from './verdicts.js';
 import { measureDumps } from './dumps.js';
+import { CENSUS_EVERY_MS } from '../../guest-probe/src/sockets.js';
 import { LOAD, measureProbeCpu, measureProbeMicro, type CpuFigure } from './probe-cost.js';
 
 const BOOTS = Number(process.env.VSOCKDIAG_BENCH_BOOTS ?? 50);
@@ -124,7 +125,7 @@ after a warm-up (the target found and the listener seen bound, so only steady-st
 timed), ${micro.rounds} rounds each time ${'`'}sample${'`'} 250×, each part 100×, census 15×, the tcp reads 3× and 2×,
 the scan 5×, interleaved so noise falls on all alike; process.hrtime per call. These are warm,
 JIT-optimised calls in a tight loop: the probe, ticking at 25 Hz or 1 Hz, pays more per tick
-(colder caches, less optimised code; see the CPU share below). The census is run every 10 s or
+(colder caches, less optimised code; see the CPU share below). The census is run every ${CENSUS_EVERY_MS / 1000} s or
 when the totals grow; the baselines are what the probe avoids per tick.
 
 | process (${cpu.windowS} s window, all at the same time) | CPU, % of one core | CPU ms | main-thread wake-ups/s | read syscalls/s | RssAnon MiB | RssFile MiB | target |
@@ -139,11 +140,11 @@ the collector takes no stuck-time action during it).
 CPU is utime + stime from \`/proc/<pid>/stat\` (all threads; counted in 10 ms steps, i.e. ${(1 / cpu.windowS).toFixed(3)} % of a core
 over the window), wake-ups are the main thread's voluntary context switches, reads are \`syscr\` from
 \`/proc/<pid>/io\`, memory from \`/proc/<pid>/status\` at the end. Both probes run their census
-every 10 s; the two sandboxes share one kernel here, so each census walks both sandboxes' sockets.
+every ${CENSUS_EVERY_MS / 1000} s; the two sandboxes share one kernel here, so each census walks both sandboxes' sockets.
 
 Per tick, from the figures above: at boot rate the probe's CPU ÷ ${1000 / DEFAULTS.bootIntervalMs} ticks/s is
 ${n(bootPerTickUs)} µs per tick, ${x(bootPerTickUs, us.sample.p50)} the warm sample's median; at steady rate, ${n(steadyPerSUs)} µs per
-second. The census every 10 s alone, at its median above, is ≈ ${(us.census.p50 / 10_000 / 10).toFixed(3)} % of a core.
+second. The census every ${CENSUS_EVERY_MS / 1000} s alone, at its median above, is ≈ ${(us.census.p50 / CENSUS_EVERY_MS / 10).toFixed(3)} % of a core.
 
 Per-tick \`/proc/*\` scan at steady state: **${cpu.steadyScansProcPerTick ? 'yes' : 'no'}**: ${n(cpu.steadyReadsPerTick, 1)} read syscalls per 1 s tick, everything the probe
 read (the target's stat, sockstat, /dev/kmsg, the link, ...), against ${cpu.steadyNamespaceProcesses} processes in the sandbox that a scan would read
