@@ -27,8 +27,8 @@ build: install addon typecheck
 	node host-collector/build.mjs
 	pnpm --filter @vsockdiag/web-ui build
 	@mkdir -p bin
-	cp guest-probe/dist/vsockdiag-probe.js bin/vsockdiag-probe
-	cp guest-probe/dist/vsockdiag.node bin/vsockdiag.node
+	cp guest-probe/dist/vsockdiag-probe.js bin/vsockdiag-probe.tmp && mv -f bin/vsockdiag-probe.tmp bin/vsockdiag-probe
+	cp guest-probe/dist/vsockdiag.node bin/vsockdiag.node.tmp && mv -f bin/vsockdiag.node.tmp bin/vsockdiag.node
 	printf '#!/bin/sh\nexec node "$$(dirname "$$(readlink -f "$$0")")/../host-collector/dist/vsockdiag.js" "$$@"\n' > bin/vsockdiag
 	chmod +x bin/vsockdiag bin/vsockdiag-probe
 

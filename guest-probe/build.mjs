@@ -23,6 +23,9 @@ await build({
   logLevel: 'warning',
 });
 fs.chmodSync(path.join(out, 'vsockdiag-probe.js'), 0o755);
-fs.copyFileSync(path.join(here, 'native/build/Release/vsockdiag.node'), path.join(out, 'vsockdiag.node'));
+// Replace the addon by rename, never in place: a running probe has it mapped, and
+// overwriting the file under it would crash that probe.
+fs.copyFileSync(path.join(here, 'native/build/Release/vsockdiag.node'), path.join(out, 'vsockdiag.node.tmp'));
+fs.renameSync(path.join(out, 'vsockdiag.node.tmp'), path.join(out, 'vsockdiag.node'));
 const size = fs.statSync(path.join(out, 'vsockdiag-probe.js')).size;
 console.log(`guest-probe: dist/vsockdiag-probe.js ${(size / 1024).toFixed(1)} KiB + dist/vsockdiag.node`);

@@ -5,5 +5,6 @@ export default defineConfig({
   plugins: [react()],
   build: { outDir: 'dist', emptyOutDir: true, chunkSizeWarningLimit: 800 },
   // `vite` dev server: talk to a collector on the default address.
-  server: { proxy: { '/v1': 'http://127.0.0.1:7070', '/healthz': 'http://127.0.0.1:7070' } },
+  // /v1 includes the /v1/stream WebSocket, hence ws: true.
+  server: { proxy: { '/v1': { target: 'http://127.0.0.1:7070', ws: true }, '/healthz': 'http://127.0.0.1:7070' } },
 });

@@ -125,3 +125,23 @@ describe('a sandbox through its life', () => {
     expect((await collector.api('GET', '/v1/sandboxes/via-cli')).status).toBe(404);
   });
 });
+
+describe('a collector with a token', () => {
+  it('refuses the API without it, and the CLI passes it along', async () => {
+    const secured = await startCollector({ args: ['--token', 's3cret'] });
+    try {
+      expect((await secured.api('GET', '/v1/sandboxes')).status).toBe(401);
+      const ok = await fetch(`${secured.url}/v1/sandboxes`, { headers: { authorization: 'Bearer s3cret' } });
+      expect(ok.status).toBe(200);
+      expect((await secured.api('GET', '/healthz')).status).toBe(200);
+      const denied = await cli(secured, ['ls']);
+      expect(denied.code).toBe(1);
+      expect(denied.stderr).toContain('UNAUTHORIZED');
+      const allowed = await cli(secured, ['--token', 's3cret', 'ls', '--json']);
+      expect(allowed.code, allowed.stderr).toBe(0);
+    } finally {
+      await secured.stop();
+      fs.rmSync(secured.dataDir, { recursive: true, force: true });
+    }
+  });
+});

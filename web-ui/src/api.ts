@@ -1,5 +1,24 @@
-// The dashboard's view of the collector API. A token, when the collector wants one, is
-// asked for once and kept for the browser session.
+// The dashboard's view of the collector API: types for what it answers, and one request
+// helper that adds the bearer token and turns a 401 into a single, app-wide "token needed"
+// signal (the App shows the prompt once; every hook refetches when a token is entered).
+//
+// Everything typed here as string may come from the guest: render it as React text only.
+
+export const STATES = ['stuck', 'exited', 'silent', 'starting', 'booting', 'registered', 'ready'] as const;
+export type State = (typeof STATES)[number];
+
+/** Trouble first: the order of the fleet list and of the counts. */
+export function stateRank(state: string): number {
+  const i = (STATES as readonly string[]).indexOf(state);
+  return i < 0 ? STATES.length : i;
+}
+
+export interface Condition {
+  name: string;
+  detail: string;
+  subject?: string;
+  count?: number;
+}
 
 export interface SandboxSummary {
   id: string;
@@ -9,20 +28,359 @@ export interface SandboxSummary {
   generation: number;
   connected: boolean;
   lastPhase: string | null;
+  conditions: Condition[];
 }
 
-export class Unauthorized extends Error {}
+export interface PhaseRecord {
+  name?: string;
+  status?: string;
+  ready?: boolean;
+  stopping?: boolean;
+  source?: string;
+  pid?: number;
+  generation: number;
+  tGuest: number | null;
+  at: string;
+}
+
+export interface TargetInfo {
+  pid: number;
+  name: string;
+  alive: boolean;
+  startedAt: string | null;
+  source?: string;
+  exitCode?: number;
+  signal?: string;
+  threads?: number;
+  rssKb?: number;
+}
+
+export interface ListenerInfo {
+  port: number;
+  bound: boolean;
+  since: string | null;
+  address?: string;
+  pid?: number;
+  acceptQueue?: number;
+  queuedSince?: number;
+}
+
+export interface HealthInfo {
+  url: string;
+  ok: boolean;
+  status?: number;
+  latencyMs: number;
+  error?: string;
+  at: string | null;
+}
+
+export interface RemoteCount {
+  address: string;
+  port: number;
+  count: number;
+}
+
+export interface SocketsInfo {
+  tcpInUse: number;
+  timeWait: number;
+  byState?: Record<string, number>;
+  top?: RemoteCount[];
+  remotesDistinct?: number;
+  at: string | null;
+}
+
+export interface SystemInfo {
+  uptimeMs: number;
+  load: number[];
+  memTotalKb: number;
+  memAvailableKb: number;
+  bootId: string;
+  wallMs: number;
+  at: string | null;
+}
+
+export interface KernelMessage {
+  what: string;
+  process?: string;
+  pid?: number;
+  at: string;
+  message: string;
+}
+
+export interface DumpRef {
+  id: number | null;
+  mode: string;
+  trigger: string;
+  at: string;
+  complete: boolean;
+  error?: string;
+  blockedIn?: string;
+  count?: number;
+}
+
+export interface SandboxDetail extends SandboxSummary {
+  udsPath: string;
+  socketPath?: string;
+  probe: {
+    instanceId: string;
+    version: string;
+    generation: number;
+    pprof: boolean;
+    listenerSource?: string;
+    fallbackReason?: string;
+    bootId?: string;
+  } | null;
+  connectedAt?: string | null;
+  disconnectedAt?: string | null;
+  target: TargetInfo | null;
+  listener: ListenerInfo | null;
+  readiness: { reportsPhases: boolean; ready: boolean; readyAt: string | null } | null;
+  health: HealthInfo | null;
+  sockets: SocketsInfo | null;
+  system: SystemInfo | null;
+  clockSkewMs: number | null;
+  kernel: KernelMessage[];
+  threads: Array<{ at: string; n: number }>;
+  phases: PhaseRecord[];
+  dumps: DumpRef[];
+  counters?: Record<string, number>;
+}
+
+export interface SandboxEvent {
+  id: number;
+  generation: number;
+  seq: number | null;
+  kind: string;
+  tGuest: number | null;
+  at: string;
+  data: Record<string, unknown>;
+}
+
+export const DUMP_MODES = ['threads', 'goroutines', 'native'] as const;
+export type DumpMode = (typeof DUMP_MODES)[number];
+
+export interface DumpBrief {
+  id: number;
+  sandboxId?: string;
+  generation: number;
+  mode: string;
+  source: string;
+  trigger: string;
+  complete: boolean;
+  error: string | null;
+  note?: string | null;
+  pid?: number | null;
+  bytes?: number;
+  createdAt: string;
+  kind: string;
+  top: { blockedIn: string; count: number } | null;
+}
+
+export interface Frame {
+  func: string;
+  pkg: string;
+  file: string;
+  line: number;
+  args?: string;
+}
+
+export interface GoroutineGroup {
+  count: number;
+  ids: number[];
+  state: string;
+  waitMinutes?: number;
+  lockedToThread: boolean;
+  elided?: boolean;
+  stackUnavailable?: boolean;
+  frames: Frame[];
+  createdBy?: Frame & { goroutine?: number };
+  blockedIn?: Frame;
+  application: boolean;
+}
+
+export type ThreadSyscall =
+  | { kind: 'syscall'; nr: number; name?: string; args: string[] }
+  | { kind: 'running' }
+  | { kind: 'none' }
+  | { kind: 'unknown' };
+
+export interface ThreadGroup {
+  count: number;
+  tids: number[];
+  comms: string[];
+  state: string;
+  wchan?: string;
+  syscall: ThreadSyscall;
+  stack: string[];
+  blockedIn: string;
+}
+
+export interface DumpFull extends DumpBrief {
+  text: string;
+  goroutines?: number;
+  goroutineGroups?: GoroutineGroup[];
+  reason?: string;
+  truncated?: boolean;
+  threads?: { pid: number; comm: string; arch?: string; tasks: number; groups: ThreadGroup[] };
+}
+
+export interface DumpDiff {
+  kind: 'goroutines' | 'threads' | 'mismatch' | 'unknown';
+  older?: number;
+  newer?: number;
+  stuck?: Array<GoroutineGroup | ThreadGroup>;
+  stuckCount?: number;
+  moved?: number;
+  gone?: number;
+  appeared?: number;
+  unknown?: number;
+  complete?: boolean;
+  samePid?: boolean;
+}
+
+export interface PhaseStats {
+  name: string;
+  count: number;
+  p50Ms: number;
+  p90Ms: number;
+  maxMs: number;
+  samplesMs: number[];
+}
+
+// ---- token and auth state ----
 
 const TOKEN_KEY = 'vsockdiag.token';
 
-export function setToken(token: string): void {
-  sessionStorage.setItem(TOKEN_KEY, token);
+export function getToken(): string | null {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
 }
 
-export async function getJson<T>(path: string): Promise<T> {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  const res = await fetch(path, { headers: token ? { authorization: `Bearer ${token}` } : {} });
-  if (res.status === 401) throw new Unauthorized('token required');
-  if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);
+type AuthListener = () => void;
+const authListeners = new Set<AuthListener>();
+let needToken = false;
+/** Bumped when a token is entered: hooks include it in their dependencies to refetch. */
+let authEpoch = 0;
+let rejectedToken = false;
+
+function emitAuth(): void {
+  for (const l of authListeners) l();
+}
+
+export const auth = {
+  subscribe(l: AuthListener): () => void {
+    authListeners.add(l);
+    return () => authListeners.delete(l);
+  },
+  /** True while a request was refused for want of a (right) token. */
+  needToken: () => needToken,
+  /** The token in session storage was refused (as opposed to: none was set). */
+  rejected: () => rejectedToken,
+  epoch: () => authEpoch,
+  setToken(token: string): void {
+    try {
+      sessionStorage.setItem(TOKEN_KEY, token);
+    } catch {
+      // Storage disabled: the token cannot be kept; requests will ask again.
+    }
+    needToken = false;
+    authEpoch++;
+    emitAuth();
+  },
+};
+
+export class Unauthorized extends Error {}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function authHeaders(): Record<string, string> {
+  const token = getToken();
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+async function request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  const res = await fetch(path, {
+    method,
+    headers: { ...authHeaders(), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    ...(signal ? { signal } : {}),
+  });
+  if (res.status === 401) {
+    if (!needToken) {
+      needToken = true;
+      rejectedToken = getToken() !== null;
+      emitAuth();
+    }
+    throw new Unauthorized('token required');
+  }
+  if (!res.ok) {
+    let code = `HTTP_${res.status}`;
+    let message = `${method} ${path}: HTTP ${res.status}`;
+    try {
+      const j = (await res.json()) as { error?: { code?: string; message?: string } };
+      if (j.error?.code) code = j.error.code;
+      if (j.error?.message) message = j.error.message;
+    } catch {
+      // Not JSON: keep the status line.
+    }
+    throw new ApiError(res.status, code, message);
+  }
   return (await res.json()) as T;
+}
+
+export function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
+  return request<T>('GET', path, undefined, signal);
+}
+
+export function postJson<T>(path: string, body: unknown): Promise<T> {
+  return request<T>('POST', path, body);
+}
+
+/** Downloads a protected text resource (the raw dump) through fetch, so the token goes along. */
+export async function downloadWithToken(path: string, filename: string): Promise<void> {
+  const res = await fetch(path, { headers: authHeaders() });
+  if (!res.ok) throw new ApiError(res.status, `HTTP_${res.status}`, `download failed: HTTP ${res.status}`);
+  const blob = await res.blob();
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = filename;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+export const sandboxPath = (id: string) => `/v1/sandboxes/${encodeURIComponent(id)}`;
+
+/** Pages through a sandbox's events of one kind (or prefix), keeping the newest `keep`. */
+export async function loadEvents(
+  id: string,
+  opts: { kind?: string; after?: number; maxPages?: number; keep?: number; signal?: AbortSignal } = {},
+): Promise<{ events: SandboxEvent[]; next: number }> {
+  const maxPages = opts.maxPages ?? 10;
+  const keep = opts.keep ?? Infinity;
+  let after = opts.after ?? 0;
+  let out: SandboxEvent[] = [];
+  for (let page = 0; page < maxPages; page++) {
+    const q = new URLSearchParams({ after: String(after), limit: '1000' });
+    if (opts.kind) q.set('kind', opts.kind);
+    const r = await getJson<{ events: SandboxEvent[]; next: number }>(`${sandboxPath(id)}/events?${q}`, opts.signal);
+    out = out.concat(r.events);
+    if (out.length > keep) out = out.slice(out.length - keep);
+    after = r.next;
+    if (r.events.length < 1000) break;
+  }
+  return { events: out, next: after };
 }

@@ -60,7 +60,10 @@ export function buildProgram(): Command {
     .option('--storm-threshold <n>', 'raise socket-storm when one remote endpoint holds this many sockets', int('--storm-threshold'), 500)
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
-    .action(async (o) => {
+    .action(async (o, cmd: Command) => {
+      // --token is also the client commands' option on the program: commander hands it to the
+      // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
+      const token: string | undefined = o.token ?? cmd.optsWithGlobals<{ token?: string }>().token;
       const log = createLogger();
       const collector = new Collector(
         {
@@ -74,7 +77,7 @@ export function buildProgram(): Command {
           onStuck: o.onStuck,
           dashboardDir: dashboardDir(),
           ...(o.discover ? { discover: o.discover } : {}),
-          ...(o.token ? { token: o.token } : {}),
+          ...(token ? { token } : {}),
         },
         log,
       );

@@ -1,0 +1,168 @@
+// The live stream (/v1/stream, WebSocket): sandbox summaries for the fleet, and events of
+// the sandboxes a page subscribed to. Reconnects with backoff when the socket drops and
+// resubscribes. While it is not live, pages poll the REST API instead (see usePolling).
+
+import { useSyncExternalStore } from 'react';
+import { getToken, type SandboxEvent, type SandboxSummary } from './api';
+
+export type StreamMessage =
+  | { type: 'snapshot'; sandboxes: SandboxSummary[] }
+  | { type: 'sandbox'; sandbox: SandboxSummary }
+  | { type: 'removed'; id: string }
+  | { type: 'event'; id: string; event: SandboxEvent };
+
+/** connecting: first attempt; live: open; reconnecting: dropped (or never opened), retrying. */
+export type StreamStatus = 'connecting' | 'live' | 'reconnecting';
+
+type MessageListener = (m: StreamMessage) => void;
+
+const MIN_BACKOFF_MS = 500;
+const MAX_BACKOFF_MS = 15_000;
+
+function isMessage(m: unknown): m is StreamMessage {
+  if (!m || typeof m !== 'object') return false;
+  const t = (m as { type?: unknown }).type;
+  switch (t) {
+    case 'snapshot':
+      return Array.isArray((m as { sandboxes?: unknown }).sandboxes);
+    case 'sandbox':
+      return typeof (m as { sandbox?: { id?: unknown } }).sandbox?.id === 'string';
+    case 'removed':
+      return typeof (m as { id?: unknown }).id === 'string';
+    case 'event':
+      return typeof (m as { id?: unknown }).id === 'string' && typeof (m as { event?: { id?: unknown } }).event?.id === 'number';
+    default:
+      return false;
+  }
+}
+
+class Stream {
+  private ws: WebSocket | null = null;
+  private status: StreamStatus = 'connecting';
+  private attempt = 0;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private started = false;
+  /** Subscribed sandbox ids, with how many pages want each. */
+  private subs = new Map<string, number>();
+  private messageListeners = new Set<MessageListener>();
+  private statusListeners = new Set<() => void>();
+  /** When the current outage began (ms), for "reconnecting for 12 s". */
+  downSince: number | null = null;
+
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.connect();
+  }
+
+  /** Drop the socket and connect again now (a token was entered). */
+  restart(): void {
+    this.attempt = 0;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) {
+      ws.onclose = ws.onerror = ws.onmessage = ws.onopen = null;
+      ws.close();
+    }
+    this.connect();
+  }
+
+  getStatus = (): StreamStatus => this.status;
+
+  onStatus = (l: () => void): (() => void) => {
+    this.statusListeners.add(l);
+    return () => this.statusListeners.delete(l);
+  };
+
+  onMessage(l: MessageListener): () => void {
+    this.messageListeners.add(l);
+    return () => this.messageListeners.delete(l);
+  }
+
+  /** Ask for a sandbox's events; the returned function gives the subscription back. */
+  subscribe(id: string): () => void {
+    const n = this.subs.get(id) ?? 0;
+    this.subs.set(id, n + 1);
+    if (n === 0) this.send({ type: 'subscribe', id });
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const left = (this.subs.get(id) ?? 1) - 1;
+      if (left > 0) this.subs.set(id, left);
+      else {
+        this.subs.delete(id);
+        this.send({ type: 'unsubscribe', id });
+      }
+    };
+  }
+
+  private send(m: unknown): void {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(m));
+  }
+
+  private setStatus(s: StreamStatus): void {
+    if (s === this.status) return;
+    this.status = s;
+    if (s === 'live') this.downSince = null;
+    else if (this.downSince === null) this.downSince = Date.now();
+    for (const l of this.statusListeners) l();
+  }
+
+  private connect(): void {
+    const token = getToken();
+    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/stream${token ? `?token=${encodeURIComponent(token)}` : ''}`;
+    let ws: WebSocket;
+    try {
+      ws = new WebSocket(url);
+    } catch {
+      this.scheduleReconnect();
+      return;
+    }
+    this.ws = ws;
+    ws.onopen = () => {
+      this.attempt = 0;
+      this.setStatus('live');
+      for (const id of this.subs.keys()) this.send({ type: 'subscribe', id });
+    };
+    ws.onmessage = (e) => {
+      if (typeof e.data !== 'string') return;
+      let m: unknown;
+      try {
+        m = JSON.parse(e.data);
+      } catch {
+        return;
+      }
+      if (!isMessage(m)) return;
+      for (const l of this.messageListeners) l(m);
+    };
+    ws.onerror = () => {
+      // onclose follows and schedules the retry.
+    };
+    ws.onclose = () => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this.scheduleReconnect();
+    };
+  }
+
+  private scheduleReconnect(): void {
+    this.setStatus('reconnecting');
+    const base = Math.min(MAX_BACKOFF_MS, MIN_BACKOFF_MS * 2 ** this.attempt);
+    this.attempt = Math.min(this.attempt + 1, 10);
+    const delay = base * (0.75 + Math.random() * 0.5);
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.connect();
+    }, delay);
+  }
+}
+
+export const stream = new Stream();
+
+export function useStreamStatus(): StreamStatus {
+  return useSyncExternalStore(stream.onStatus, stream.getStatus);
+}
