@@ -118,4 +118,26 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
     expect(await p.locator('img[src="x"]').count()).toBe(0);
     await p.close();
   });
+
+  it('asks once for the API token and keeps it for the session', async () => {
+    const secured = await startCollector({ args: ['--token', 'dash-s3cret'] });
+    try {
+      const context = await browser.newContext();
+      const p = await context.newPage();
+      await p.goto(`${secured.url}/`);
+      await p.locator('[data-testid="token-prompt"]').waitFor({ timeout: 10_000 });
+      await p.locator('[data-testid="token-input"]').fill('dash-s3cret');
+      await p.locator('[data-testid="token-submit"]').click();
+      await p.locator('[data-testid="state-counts"]').waitFor({ timeout: 10_000 });
+      await p.waitForFunction(() => document.querySelector('[data-testid="live-status"]')?.textContent?.includes('live'), undefined, { timeout: 10_000 });
+      // A reload in the same session does not ask again.
+      await p.reload();
+      await p.locator('[data-testid="state-counts"]').waitFor({ timeout: 10_000 });
+      expect(await p.locator('[data-testid="token-prompt"]').count()).toBe(0);
+      await context.close();
+    } finally {
+      await secured.stop();
+      fs.rmSync(secured.dataDir, { recursive: true, force: true });
+    }
+  });
 });
