@@ -60,7 +60,8 @@ five at a time, against one collector with \`--stall-after ${STALL_MS}ms\`.
   collector.
 - stuck lag is the \`stuck\` state change minus (last phase marker + stall threshold): how late
   the stall timer's verdict lands.
-${probeSection()}`;
+${probeSection()}
+${dumpSection()}`;
 fs.writeFileSync(path.join(ROOT, 'BENCHMARKS.md'), md);
 fs.writeFileSync(
   path.join(ROOT, 'BENCHMARKS.json'),
