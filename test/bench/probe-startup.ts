@@ -1,0 +1,258 @@
+// Probe start-up: from exec of the bundled probe (guest-probe/dist) to the first frame (its
+// hello) arriving on the collector's socket, next to `node -e 0` run alternately in the
+// same loop. A tiny Unix server in this process stands in for the collector (it only times
+// the first byte and the first whole frame); the probe runs with everything optional off
+// (--listen off --notify-socket off --kmsg off) and a target that never exists, and is
+// killed by pid as soon as its hello is in. A third series, `probe --version`, times what
+// loading the bundle alone costs (exec → exit), so the difference says what the probe's own
+// start-up work before the hello costs.
+
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { FrameDecoder } from '@vsockdiag/proto';
+import { PROBE_BIN, ROOT, requireBuilt } from '../harness/collector.js';
+import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
+import { summarize } from './stats.js';
+
+const EACH_TIMEOUT_MS = 10_000;
+
+/** CPU (user + system, ms) of this process's children that exited and were waited for:
+ *  cutime + cstime from /proc/self/stat, in 10 ms ticks; summed over a series it gives a
+ *  mean per exec that a busy machine's waiting does not inflate. */
+function childrenCpuMs(): number {
+  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[13]) + Number(f[14])) * 10;
+}
+
+type Stat = ReturnType<typeof summarize>;
+export interface ProbeStartup {
+  rounds: number;
+  firstByte: Stat;
+  firstFrame: Stat;
+  nodeExit: Stat;
+  versionExit: Stat;
+  helloBytes: number;
+  /** Mean CPU per exec (ms, user + system, until exit or until killed after the first frame). */
+  cpuMs: { probe: number; node: number; version: number };
+}
+
+/** exec → exit of `node ARGS`, in ms. */
+function timeExit(args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const p = spawn(process.execPath, args, { stdio: 'ignore' });
+    const timer = setTimeout(() => p.kill('SIGKILL'), EACH_TIMEOUT_MS);
+    p.once('error', reject);
+    p.once('exit', (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve(performance.now() - t0);
+      else reject(new Error(`node ${args.join(' ')} exited with ${code}`));
+    });
+  });
+}
+
+export async function measureProbeStartup(rounds: number, progress: (m: string) => void): Promise<ProbeStartup> {
+  requireBuilt();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-ps-'));
+  const sock = path.join(dir, 'c.sock');
+  // The current attempt's timing, filled by the server.
+  let pending: { t0: number; firstByte?: number; done: (frameAt: number, bytes: number) => void } | null = null;
+  const server = net.createServer((s) => {
+    const mine = pending;
+    let bytes = 0;
+    const decoder = new FrameDecoder((body) => {
+      if (mine && pending === mine) {
+        pending = null;
+        mine.done(performance.now(), body.length + 4);
+      }
+    });
+    s.on('data', (d: Buffer) => {
+      if (mine && mine.firstByte === undefined) mine.firstByte = performance.now();
+      bytes += d.length;
+      try {
+        decoder.push(d);
+      } catch {
+        s.destroy();
+      }
+    });
+    s.on('error', () => {});
+  });
+  await new Promise<void>((r) => server.listen(sock, r));
+  const probeArgs = [PROBE_BIN, '--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off', '--target', 'vd-bench-no-such-target'];
+
+  // exec → first frame; resolves once the killed probe has exited (and was waited for, so
+  // its CPU is in this process's cutime/cstime).
+  const probeOnce = () =>
+    new Promise<{ firstByte: number; firstFrame: number; bytes: number }>((resolve, reject) => {
+      const t0 = performance.now();
+      let result: { firstByte: number; firstFrame: number; bytes: number } | null = null;
+      const attempt: NonNullable<typeof pending> = {
+        t0,
+        done: (frameAt, bytes) => {
+          result = { firstByte: attempt.firstByte! - t0, firstFrame: frameAt - t0, bytes };
+          p.kill('SIGKILL');
+        },
+      };
+      pending = attempt;
+      const p = spawn(process.execPath, probeArgs, { stdio: 'ignore' });
+      const timer = setTimeout(() => {
+        pending = null;
+        p.kill('SIGKILL');
+      }, EACH_TIMEOUT_MS);
+      p.once('exit', () => {
+        clearTimeout(timer);
+        if (pending === attempt) pending = null;
+        if (result) resolve(result);
+        else reject(new Error(`the probe sent no frame (it exited, or ${EACH_TIMEOUT_MS} ms passed)`));
+      });
+    });
+
+  const firstByte: number[] = [];
+  const firstFrame: number[] = [];
+  const nodeExit: number[] = [];
+  const versionExit: number[] = [];
+  let helloBytes = 0;
+  const cpu = { probe: 0, node: 0, version: 0 };
+  const withCpu = async <T>(key: keyof typeof cpu, fn: () => Promise<T>): Promise<T> => {
+    const c0 = childrenCpuMs();
+    const r = await fn();
+    cpu[key] += childrenCpuMs() - c0;
+    return r;
+  };
+  try {
+    // One warm-up of each (page cache, first exec of the bundle), not counted.
+    await timeExit(['-e', '0']);
+    await probeOnce();
+    await timeExit([PROBE_BIN, '--version']);
+    for (let i = 0; i < rounds; i++) {
+      // Rotate the order so no series always runs right after another one.
+      const steps = [
+        async () => nodeExit.push(await withCpu('node', () => timeExit(['-e', '0']))),
+        async () => {
+          const r = await withCpu('probe', probeOnce);
+          firstByte.push(r.firstByte);
+          firstFrame.push(r.firstFrame);
+          helloBytes = r.bytes;
+        },
+        async () => versionExit.push(await withCpu('version', () => timeExit([PROBE_BIN, '--version']))),
+      ];
+      for (let k = 0; k < steps.length; k++) await steps[(i + k) % steps.length]!();
+      if ((i + 1) % 10 === 0) progress(`probe start-up: ${i + 1}/${rounds} rounds`);
+    }
+  } finally {
+    await new Promise((r) => server.close(r));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  return {
+    rounds,
+    firstByte: summarize(firstByte),
+    firstFrame: summarize(firstFrame),
+    nodeExit: summarize(nodeExit),
+    versionExit: summarize(versionExit),
+    helloBytes,
+    cpuMs: { probe: cpu.probe / rounds, node: cpu.node / rounds, version: cpu.version / rounds },
+  };
+}
+
+// ---------------------------------------------------------------- where the time goes
+
+export interface ProbeStartupProfile {
+  runs: number;
+  /** exec → first frame of the unminified, profiled build (for scale; the profiler costs too). */
+  firstFrame: Stat;
+  digest: ProfileDigest;
+  /** Node built-in modules the shipped bundle imports at load (static imports). */
+  builtinsAtLoad: string[];
+  bundleBytes: { shipped: number; profiled: number };
+}
+
+/** Bundles guest-probe/src unminified (so the profile names functions) beside its addon. */
+function buildUnminified(dir: string): string {
+  const outfile = path.join(dir, 'vsockdiag-probe.mjs');
+  // esbuild's API cannot be bundled into this (bundled) benchmark: run it in a child node.
+  const code = `require('esbuild').buildSync(${JSON.stringify({
+    entryPoints: [path.join(ROOT, 'guest-probe/src/index.ts')],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    logLevel: 'warning',
+  })})`;
+  const r = spawnSync(process.execPath, ['-e', code], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+  if (r.status !== 0) throw new Error(`bundling guest-probe/src failed (${r.status})`);
+  fs.copyFileSync(path.join(path.dirname(PROBE_BIN), 'vsockdiag.node'), path.join(dir, 'vsockdiag.node'));
+  return outfile;
+}
+
+/**
+ * Runs an unminified build of the probe `runs` times under the sampling profiler (node
+ * --cpu-prof, 1 ms), each until its first frame arrives (then SIGTERM: the probe exits
+ * cleanly and the profile is written), and digests the profiles.
+ */
+export async function profileProbeStartup(runs: number, progress: (m: string) => void): Promise<ProbeStartupProfile> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-pp-'));
+  const profDir = path.join(dir, 'prof');
+  const sock = path.join(dir, 'c.sock');
+  try {
+    const bundle = buildUnminified(dir);
+    let onFrame: (() => void) | null = null;
+    const server = net.createServer((s) => {
+      const decoder = new FrameDecoder(() => {
+        onFrame?.();
+        onFrame = null;
+      });
+      s.on('data', (d: Buffer) => {
+        try {
+          decoder.push(d);
+        } catch {
+          s.destroy();
+        }
+      });
+      s.on('error', () => {});
+    });
+    await new Promise<void>((r) => server.listen(sock, r));
+    const frames: number[] = [];
+    try {
+      for (let i = 0; i < runs; i++) {
+        const t0 = performance.now();
+        const p = spawn(
+          process.execPath,
+          ['--cpu-prof', '--cpu-prof-interval', '1000', '--cpu-prof-dir', profDir, bundle, '--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off', '--target', 'vd-bench-no-such-target'],
+          { stdio: 'ignore' },
+        );
+        const exited = new Promise<void>((r) => p.once('exit', () => r()));
+        const killer = setTimeout(() => p.kill('SIGKILL'), EACH_TIMEOUT_MS);
+        await new Promise<void>((resolve) => {
+          onFrame = () => {
+            frames.push(performance.now() - t0);
+            p.kill('SIGTERM');
+            resolve();
+          };
+          void exited.then(() => resolve());
+        });
+        await exited;
+        clearTimeout(killer);
+      }
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+    const files = profilesIn(profDir);
+    progress(`probe start-up: ${files.length} profiles`);
+    const shipped = fs.readFileSync(PROBE_BIN, 'utf8');
+    const builtinsAtLoad = [...new Set([...shipped.matchAll(/from\s*"(node:[a-z_/]+)"/g)].map((m) => m[1]!))].sort();
+    return {
+      runs: files.length,
+      firstFrame: summarize(frames),
+      digest: digestProfiles(files, { bundle }),
+      builtinsAtLoad,
+      bundleBytes: { shipped: fs.statSync(PROBE_BIN).size, profiled: fs.statSync(bundle).size },
+    };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
