@@ -54,6 +54,7 @@ export class Link extends EventEmitter {
   private waitingDrain = false;
   private stopped = false;
   private wake: (() => void) | null = null;
+  private lastTx = 0;
   private readonly backoff: Backoff;
   private readonly heartbeatMs: number;
   private readonly idleTimeoutMs: number;
@@ -179,7 +180,8 @@ export class Link extends EventEmitter {
           fail(new ProtocolError('ERR_IDLE', `no word from the collector for ${this.idleTimeoutMs} ms`));
           return;
         }
-        this.write({ type: 'heartbeat', sinceBootMs: this.opts.sinceBootMs() });
+        // Any frame proves liveness: a heartbeat only when nothing else went out.
+        if (Date.now() - this.lastTx >= this.heartbeatMs - 50) this.write({ type: 'heartbeat', sinceBootMs: this.opts.sinceBootMs() });
       }, this.heartbeatMs);
       socket.once('close', () => {
         clearInterval(heartbeat);
@@ -239,6 +241,7 @@ export class Link extends EventEmitter {
 
   private write(m: ProbeMessage): boolean {
     if (!this.socket || this.socket.destroyed) return false;
+    this.lastTx = Date.now();
     return this.socket.write(encodeMessage(m));
   }
 }

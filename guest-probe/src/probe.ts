@@ -161,7 +161,9 @@ export class Probe {
     }
     if (this.config.command.length) this.wrap();
     this.link.start();
-    this.sample();
+    // Sample on the next turn: the hello (dial + write) goes out first, so the collector
+    // hears from a freshly started probe as early as possible.
+    setImmediate(() => this.sample());
   }
 
   stop(): void {

@@ -46,6 +46,8 @@ export class Session {
   private readonly decoder: FrameDecoder;
   private readonly budget: Budget;
   private lastRx = Date.now();
+  /** Any frame proves we are alive to the probe: a heartbeat is only sent when nothing else was. */
+  private lastTx = 0;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -74,7 +76,7 @@ export class Session {
         this.fail(new ProtocolError('ERR_UNEXPECTED', `no hello within ${HELLO_TIMEOUT_MS} ms`));
       } else if (now - this.lastRx > IDLE_TIMEOUT_MS) {
         this.fail(new ProtocolError('ERR_IDLE', `no word from the probe for ${IDLE_TIMEOUT_MS} ms`));
-      } else if (this.hello) {
+      } else if (this.hello && now - this.lastTx >= HEARTBEAT_INTERVAL_MS - 50) {
         this.send({ type: 'heartbeat' });
       }
     }, HEARTBEAT_INTERVAL_MS);
@@ -85,7 +87,9 @@ export class Session {
   }
 
   send(m: CollectorMessage): void {
-    if (!this.closed) this.socket.write(encodeMessage(m));
+    if (this.closed) return;
+    this.lastTx = Date.now();
+    this.socket.write(encodeMessage(m));
   }
 
   /**

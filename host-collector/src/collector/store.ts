@@ -1,5 +1,5 @@
-// Persistence: SQLite in WAL mode. Writes are queued and committed once per turn of the
-// event loop in one transaction, however many sessions fed the queue, and each writer's
+// Persistence: SQLite in WAL mode. Writes are queued and committed every GROUP_COMMIT_MS in
+// one transaction, however many sessions fed the queue, and each writer's
 // callback (which sends the probe its ack) runs only after that commit: an acked event
 // survives a collector crash. (synchronous=NORMAL: durable against a crash of this
 // process; a host power loss may lose the last commits, but then the VMs are gone too.)
@@ -65,6 +65,9 @@ export interface StoredDump extends Omit<DumpRecord, 'text'> {
   id: number;
   bytes: number;
 }
+
+/** How long writes wait to be committed together (acks wait for the commit). */
+export const GROUP_COMMIT_MS = 5;
 
 /** Dumps kept per sandbox. */
 export const KEEP_DUMPS = 50;
@@ -250,7 +253,9 @@ export class Store {
     this.queue.push(done ? { rows, done } : { rows });
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      setImmediate(() => this.flush());
+      // Group commit: everything queued within a few ms goes in one transaction (one commit
+      // per batch would be most of the collector's work with thousands of sessions).
+      setTimeout(() => this.flush(), GROUP_COMMIT_MS);
     }
   }
 

@@ -44,7 +44,8 @@ export function streamRoute(app: FastifyInstance, registry: Registry, token: str
   const due = new Map<string, NodeJS.Timeout>();
   const watch = (sb: Sandbox) => {
     sb.on('changed', () => {
-      if (due.has(sb.id)) return;
+      // No dashboard open: no summaries to build.
+      if (clients.size === 0 || due.has(sb.id)) return;
       due.set(
         sb.id,
         setTimeout(() => {
