@@ -49,6 +49,9 @@ After=vsockdiag-probe.service
 
 [Service]
 Environment=NOTIFY_SOCKET=/run/vsockdiag/notify.sock
+# A SIGQUIT goroutine dump is thousands of lines at once: journald's default rate limit would
+# drop most of it before the probe (following the journal) can read it.
+LogRateLimitIntervalSec=0
 DROPIN
 
 install -d "$rootfs/etc/systemd/system/multi-user.target.wants"
