@@ -86,7 +86,7 @@ describe('/v1/stream', () => {
     const snap = await c.next((m) => m.type === 'snapshot');
     expect(snap.sandboxes.map((s: any) => s.id)).toEqual(['a']);
     c.ws.send(JSON.stringify({ type: 'subscribe', id: 'a' }));
-    await new Promise((r) => setTimeout(r, 50));
+    await c.next((m) => m.type === 'subscribed' && m.id === 'a');
     const p = await probe(path.join(dir, 'v.sock_52000'));
     const changed = await c.next((m) => m.type === 'sandbox' && m.sandbox.state === 'booting');
     expect(changed.sandbox).toMatchObject({ id: 'a', connected: true });

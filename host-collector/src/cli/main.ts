@@ -203,7 +203,32 @@ export function buildProgram(): Command {
       const path = `/v1/sandboxes/${encodeURIComponent(id)}`;
       await c.request('GET', path); // a clear NOT_FOUND before anything else
       const print = (e: TailEvent) => process.stdout.write(o.json ? `${JSON.stringify(e)}\n` : formatEvent(e));
-      // The newest events first: page to the end, keep the last n.
+      // Subscribe first and hold live events, then read the history: nothing falls between.
+      const g = cmd.optsWithGlobals<{ collector: string; token?: string }>();
+      const url = `${g.collector.replace(/^http/, 'ws').replace(/\/+$/, '')}/v1/stream${g.token ? `?token=${encodeURIComponent(g.token)}` : ''}`;
+      const ws = new WebSocket(url);
+      const held: TailEvent[] = [];
+      let live = false;
+      const done = new Promise<void>((resolve, reject) => {
+        ws.on('close', () => resolve());
+        ws.on('error', (err) => reject(new ClientError(`stream: ${err.message}`, null, null)));
+      });
+      const subscribed = new Promise<void>((resolve) => {
+        ws.on('open', () => ws.send(JSON.stringify({ type: 'subscribe', id })));
+        ws.on('message', (data) => {
+          const m = JSON.parse(data.toString()) as { type: string; id?: string; event?: TailEvent };
+          if (m.type === 'subscribed' && m.id === id) resolve();
+          if (m.type === 'event' && m.id === id && m.event) {
+            if (live) print(m.event);
+            else held.push(m.event);
+          }
+          if (m.type === 'removed' && m.id === id) {
+            process.stderr.write(`${id} was unregistered\n`);
+            ws.close();
+          }
+        });
+      });
+      await Promise.race([subscribed, done]);
       let after = 0;
       let recent: TailEvent[] = [];
       for (;;) {
@@ -212,24 +237,13 @@ export function buildProgram(): Command {
         if (r.body.events.length < 1000) break;
         after = r.body.next;
       }
+      const key = (e: TailEvent) => `${e.generation}|${e.seq}|${e.kind}|${e.at}`;
+      const shown = new Set(recent.map(key));
       for (const e of recent) print(e);
-      await new Promise<void>((resolve, reject) => {
-        const g = cmd.optsWithGlobals<{ collector: string; token?: string }>();
-        const url = `${g.collector.replace(/^http/, 'ws').replace(/\/+$/, '')}/v1/stream${g.token ? `?token=${encodeURIComponent(g.token)}` : ''}`;
-        const ws = new WebSocket(url);
-        ws.on('open', () => ws.send(JSON.stringify({ type: 'subscribe', id })));
-        ws.on('message', (data) => {
-          const m = JSON.parse(data.toString()) as { type: string; id?: string; event?: TailEvent };
-          if (m.type === 'event' && m.id === id && m.event) print(m.event);
-          if (m.type === 'removed' && m.id === id) {
-            process.stderr.write(`${id} was unregistered\n`);
-            ws.close();
-          }
-        });
-        ws.on('close', () => resolve());
-        ws.on('error', (err) => reject(new ClientError(`stream: ${err.message}`, null, null)));
-        process.once('SIGINT', () => ws.close());
-      });
+      for (const e of held) if (!shown.has(key(e))) print(e);
+      live = true;
+      process.once('SIGINT', () => ws.close());
+      await done;
     });
 
   program

@@ -2,7 +2,7 @@
 //   server → client: {type:'snapshot', sandboxes} on connect; {type:'sandbox', sandbox} when a
 //   sandbox's summary changed (at most every SUMMARY_EVERY_MS per sandbox); {type:'removed', id};
 //   {type:'event', id, event} for every event of a sandbox the client subscribed to.
-//   client → server: {type:'subscribe', id} / {type:'unsubscribe', id}.
+//   client → server: {type:'subscribe', id} (answered {type:'subscribed', id}) / {type:'unsubscribe', id}.
 // With a token configured the client passes it as ?token= (browsers cannot set headers on a
 // WebSocket). A client that reads too slowly is dropped rather than buffered without bound.
 
@@ -92,7 +92,12 @@ class Client {
         return void ws.close(1007, 'not JSON');
       }
       if (typeof m.id !== 'string') return;
-      if (m.type === 'subscribe' && this.subscriptions.size < MAX_SUBSCRIPTIONS) this.subscriptions.add(m.id);
+      if (m.type === 'subscribe' && this.subscriptions.size < MAX_SUBSCRIPTIONS) {
+        this.subscriptions.add(m.id);
+        // From here on every event of the sandbox is sent: a client can read history now
+        // and know nothing falls between the two.
+        this.send(JSON.stringify({ type: 'subscribed', id: m.id }));
+      }
       if (m.type === 'unsubscribe') this.subscriptions.delete(m.id);
     });
     ws.on('error', () => ws.terminate());
