@@ -18,7 +18,6 @@ import {
   initialStatus,
   listen,
   parseAddress,
-  type CollectorMessage,
   type EventBody,
   type Hello,
   type ProbeStatus,

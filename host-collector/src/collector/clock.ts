@@ -18,9 +18,4 @@ export class GuestClock {
   toHost(guestMs: number): number {
     return this.known ? guestMs + this.offset : Date.now();
   }
-
-  /** Host ms → guest ms since boot (for display). */
-  toGuest(hostMs: number): number {
-    return this.known ? hostMs - this.offset : 0;
-  }
 }

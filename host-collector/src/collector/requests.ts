@@ -53,10 +53,6 @@ export class Requests {
     return { id, answer };
   }
 
-  get size(): number {
-    return this.pending.size;
-  }
-
   onChunk(m: ProbeMessageOf<'dump.chunk'>): void {
     const p = this.pending.get(m.id);
     if (!p) return; // late, after a timeout: dropped
