@@ -20,7 +20,7 @@
 // 8 MiB burst: a run stops below it). Traffic on Unix sockets and loopback HTTP only; every
 // process started here is ended by pid.
 
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -29,6 +29,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { MAX_EVENTS_PER_BATCH, encodeMessage, type EventBody, type ProbeEvent } from '@vsockdiag/proto';
 import { ROOT, startCollector, type CollectorProcess } from '../harness/collector.js';
+import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { ProbeClient } from '../harness/probe-client.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
 import { summarize } from './stats.js';
@@ -87,23 +88,11 @@ interface Clients {
 
 let clientsBundle: string | null = null;
 
-/** Bundles load-clients.ts (once); esbuild's API cannot be bundled into this benchmark, so a
- *  child node runs it and exits. */
+/** Bundles load-clients.ts (once) for the child process that runs the clients. */
 function buildClients(): string {
   if (clientsBundle) return clientsBundle;
   const outfile = path.join(ROOT, 'test/.build/load-clients.mjs');
-  const code = `require('esbuild').buildSync(${JSON.stringify({
-    entryPoints: [path.join(ROOT, 'test/bench/load-clients.ts')],
-    outfile,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    logLevel: 'warning',
-    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
-  })})`;
-  const r = spawnSync(process.execPath, ['-e', code], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
-  if (r.status !== 0) throw new Error(`bundling load-clients.ts failed (${r.status})`);
+  bundleForNode(path.join(ROOT, 'test/bench/load-clients.ts'), outfile, { banner: REQUIRE_BANNER });
   return (clientsBundle = outfile);
 }
 

@@ -12,12 +12,13 @@
 // Everything runs in namespaces created here, traffic only on their loopback; every process
 // started here is killed by pid. Nothing is asserted: figures only.
 
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '@vsockdiag/proto';
 import { PROBE_BIN, ROOT, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
 import { FirecrackerVsock, guestHostPath, guestListenPath } from '../harness/firecracker.js';
 import { descendants, namespacesAvailable } from '../harness/sandbox.js';
@@ -94,19 +95,7 @@ function startNamespace(script: string, onLine?: (line: string) => void): NsProc
 
 function buildMicro(): string {
   const outfile = path.join(ROOT, 'test/.build/probe-micro.mjs');
-  // esbuild's API cannot be bundled into this (bundled) benchmark: run it in a child node.
-  const code = `require('esbuild').buildSync(${JSON.stringify({
-    entryPoints: [path.join(ROOT, 'test/bench/probe-micro.ts')],
-    outfile,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    logLevel: 'warning',
-    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
-  })})`;
-  const r = spawnSync(process.execPath, ['-e', code], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
-  if (r.status !== 0) throw new Error(`bundling probe-micro.ts failed (${r.status})`);
+  bundleForNode(path.join(ROOT, 'test/bench/probe-micro.ts'), outfile, { banner: REQUIRE_BANNER });
   // The addon is looked for beside the running script first (native.ts).
   fs.copyFileSync(PROBE_ADDON, path.join(path.dirname(outfile), 'vsockdiag.node'));
   return outfile;

@@ -7,13 +7,14 @@
 // loading the bundle alone costs (exec → exit), so the difference says what the probe's own
 // start-up work before the hello costs.
 
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { FrameDecoder } from '@vsockdiag/proto';
 import { PROBE_BIN, ROOT, requireBuilt } from '../harness/collector.js';
+import { bundleForNode } from './bundle.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
 import { summarize } from './stats.js';
 
@@ -173,18 +174,7 @@ export interface ProbeStartupProfile {
 /** Bundles guest-probe/src unminified (so the profile names functions) beside its addon. */
 function buildUnminified(dir: string): string {
   const outfile = path.join(dir, 'vsockdiag-probe.mjs');
-  // esbuild's API cannot be bundled into this (bundled) benchmark: run it in a child node.
-  const code = `require('esbuild').buildSync(${JSON.stringify({
-    entryPoints: [path.join(ROOT, 'guest-probe/src/index.ts')],
-    outfile,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    logLevel: 'warning',
-  })})`;
-  const r = spawnSync(process.execPath, ['-e', code], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
-  if (r.status !== 0) throw new Error(`bundling guest-probe/src failed (${r.status})`);
+  bundleForNode(path.join(ROOT, 'guest-probe/src/index.ts'), outfile);
   fs.copyFileSync(path.join(path.dirname(PROBE_BIN), 'vsockdiag.node'), path.join(dir, 'vsockdiag.node'));
   return outfile;
 }

@@ -2,8 +2,9 @@
 // expandable stack) and threads (grouped by state, wait channel and syscall, with the
 // kernel stack). Every name and frame here comes from the guest: text only.
 
-import { Fragment, useState } from 'react';
+import { Fragment } from 'react';
 import type { Frame, GoroutineGroup, ThreadGroup, ThreadSyscall } from '../api';
+import { useToggleSet } from '../hooks';
 
 const base = (file: string) => file.split('/').pop() ?? file;
 
@@ -37,14 +38,7 @@ function Toggle({ open, onClick, label }: { open: boolean; onClick: () => void; 
 }
 
 export function GoroutineTable({ groups, testId = 'goroutine-groups' }: { groups: GoroutineGroup[]; testId?: string }) {
-  const [open, setOpen] = useState<Set<number>>(() => new Set());
-  const toggle = (i: number) =>
-    setOpen((s) => {
-      const n = new Set(s);
-      if (n.has(i)) n.delete(i);
-      else n.add(i);
-      return n;
-    });
+  const [open, toggle] = useToggleSet();
   if (!groups.length) return <p className="muted">No goroutines.</p>;
   return (
     <table className="groups" data-testid={testId}>
@@ -149,14 +143,7 @@ function syscallText(s: ThreadSyscall): string {
 }
 
 export function ThreadTable({ groups, testId = 'thread-groups' }: { groups: ThreadGroup[]; testId?: string }) {
-  const [open, setOpen] = useState<Set<number>>(() => new Set());
-  const toggle = (i: number) =>
-    setOpen((s) => {
-      const n = new Set(s);
-      if (n.has(i)) n.delete(i);
-      else n.add(i);
-      return n;
-    });
+  const [open, toggle] = useToggleSet();
   if (!groups.length) return <p className="muted">No threads.</p>;
   return (
     <table className="groups" data-testid={testId}>
