@@ -27,9 +27,8 @@ build: install addon typecheck
 	node host-collector/build.mjs
 	pnpm --filter @vsockdiag/web-ui build
 	@mkdir -p bin
-	cp guest-probe/dist/vsockdiag-probe.js bin/vsockdiag-probe.tmp && mv -f bin/vsockdiag-probe.tmp bin/vsockdiag-probe
-	cp guest-probe/dist/vsockdiag.node bin/vsockdiag.node.tmp && mv -f bin/vsockdiag.node.tmp bin/vsockdiag.node
 	printf '#!/bin/sh\nexec node "$$(dirname "$$(readlink -f "$$0")")/../host-collector/dist/vsockdiag.js" "$$@"\n' > bin/vsockdiag
+	printf '#!/bin/sh\nexec node "$$(dirname "$$(readlink -f "$$0")")/../guest-probe/dist/vsockdiag-probe.js" "$$@"\n' > bin/vsockdiag-probe
 	chmod +x bin/vsockdiag bin/vsockdiag-probe
 
 # Every suite; the last line is the totals across all of them: "N passed, N failed, N skipped".
@@ -62,4 +61,4 @@ cross-arm64:
 	@if command -v file >/dev/null; then file $(ARM64_OUT); else echo "built $(ARM64_OUT)"; fi
 
 clean:
-	rm -rf */dist test/.build guest-probe/native/build guest-probe/native/build-arm64 bin/vsockdiag bin/vsockdiag-probe bin/vsockdiag.node test/fake-envd/fake-envd
+	rm -rf */dist test/.build guest-probe/native/build guest-probe/native/build-arm64 bin/vsockdiag bin/vsockdiag-probe test/fake-envd/fake-envd

@@ -3,7 +3,6 @@
 // /proc/uptime (10 ms resolution) anchors performance.now() (monotonic) once at start.
 
 import fs from 'node:fs';
-import { performance } from 'node:perf_hooks';
 
 function readUptimeMs(procRoot: string): number {
   try {

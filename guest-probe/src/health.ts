@@ -4,8 +4,9 @@
 // refused connection). One request at a time, a fresh connection each, bounded by a
 // timeout; often while failing, calmly once healthy.
 
-import http from 'node:http';
+import type http from 'node:http';
 import type { EventBody } from '@vsockdiag/proto';
+import * as lazy from './lazy-builtins.js';
 
 export const HEALTH_TIMEOUT_MS = 2000;
 const EVERY_FAILING_MS = 1000;
@@ -65,7 +66,7 @@ export class HealthChecker {
     const started = performance.now();
     const latency = () => Math.round((performance.now() - started) * 100) / 100;
     return new Promise((resolve) => {
-      const req = http.get(this.opts.url, { agent: false, timeout: HEALTH_TIMEOUT_MS }, (res) => {
+      const req = lazy.http().get(this.opts.url, { agent: false, timeout: HEALTH_TIMEOUT_MS }, (res) => {
         res.resume(); // drain and discard the body
         const status = res.statusCode ?? 0;
         const done = () =>

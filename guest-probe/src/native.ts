@@ -59,6 +59,8 @@ export interface NativeAddon {
   diagCensus(opts?: import('./diag.js').SocketCensusOptions): import('./diag.js').SocketCensus;
   /** True when a NETLINK_SOCK_DIAG socket opens and answers a LISTEN query. Never throws. */
   diagAvailable(): boolean;
+  /** FNV-1a 64 of the bytes, 16 hex digits (the launcher's code cache check). TypeError for a non-buffer. */
+  checksum(bytes: Buffer | NodeJS.TypedArray): string;
 }
 
 const ADDON_FILE = 'vsockdiag.node';

@@ -5,7 +5,6 @@
 //   target (/proc) ├─► emit() ─► ring ─► link ─► collector
 //   listener       ┘      └─► status (keyframe for every hello)
 
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import type net from 'node:net';
 import path from 'node:path';
@@ -42,6 +41,7 @@ import { SocketWatcher } from './sockets.js';
 import { SystemSampler } from './system.js';
 import { TargetWatcher } from './target.js';
 import { isRetryable } from './vsock/index.js';
+import * as lazy from './lazy-builtins.js';
 import { exitStatusOf, flushOutput, spawnTarget } from './wrap.js';
 
 export const PROBE_VERSION = '0.1.0';
@@ -50,7 +50,7 @@ export const KEYFRAME_EVERY_MS = 60_000;
 const EXIT_FLUSH_MS = 5000;
 
 export class Probe {
-  readonly instanceId = randomBytes(8).toString('hex');
+  readonly instanceId = randomId();
   readonly ring = new EventRing();
   status: ProbeStatus;
   readonly link: Link;
@@ -360,6 +360,23 @@ export class Probe {
     });
     if (child.pid !== undefined) this.target.adoptChild(child.pid, this.config.command);
   }
+}
+
+/** 8 random bytes in hex. Read from /dev/urandom: loading node:crypto for them would cost
+ *  the probe's start-up more than everything else it does before its hello. */
+function randomId(): string {
+  const bytes = Buffer.alloc(8);
+  try {
+    const fd = fs.openSync('/dev/urandom', 'r');
+    try {
+      if (fs.readSync(fd, bytes, 0, 8, null) === 8) return bytes.toString('hex');
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    // No /dev/urandom in this root: fall through.
+  }
+  return lazy.crypto().randomBytes(8).toString('hex');
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

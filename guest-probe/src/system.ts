@@ -5,7 +5,6 @@
 // Cost per sample: four small /proc reads through the shared buffer; between samples, tick()
 // is a clock read and a compare.
 
-import { performance } from 'node:perf_hooks';
 import type { EventBody } from '@vsockdiag/proto';
 import { readBootId, readLoadAvg, readMemInfo, readUptimeMs } from './proc/index.js';
 

@@ -18,9 +18,9 @@
 // write gets SIGPIPE (fatal to a Go program writing to fd 1 or 2), as with any log pipe
 // whose reader dies. That is why nothing here may throw.
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import os from 'node:os';
+import type { ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
+import * as lazy from './lazy-builtins.js';
 
 export const FORWARDED_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 /** After the target exits, how long to wait for its pipes to reach their end before the
@@ -128,7 +128,7 @@ export function spawnWrapped(opts: WrapOptions): WrappedTarget {
   const [file, ...args] = opts.command;
   const env = { ...process.env };
   if (opts.notifySocket) env.NOTIFY_SOCKET = opts.notifySocket;
-  const child = spawn(file!, args, { stdio: ['inherit', 'pipe', 'pipe'], env });
+  const child = lazy.childProcess().spawn(file!, args, { stdio: ['inherit', 'pipe', 'pipe'], env });
   const output: Record<OutputStream, PassThroughState> = {
     stdout: { bytes: 0, discarded: 0, broken: null, pauses: 0 },
     stderr: { bytes: 0, discarded: 0, broken: null, pauses: 0 },
@@ -212,6 +212,6 @@ export function flushOutput(timeoutMs: number, streams: Writable[] = [process.st
 /** The exit status a wrapper should pass on to its own supervisor. */
 export function exitStatusOf(code: number | null, signal: NodeJS.Signals | null): number {
   if (code !== null) return code;
-  const signo = signal ? os.constants.signals[signal] : undefined;
+  const signo = signal ? lazy.os().constants.signals[signal] : undefined;
   return 128 + (signo ?? 0);
 }

@@ -237,10 +237,10 @@ idle sample) can span several turns of the event loop, so it bounds, rather than
   if (p) {
     const d = p.digest;
     out += `
-**Probe start-up** (an unminified build of guest-probe/src under \`node --cpu-prof\`, ${p.runs} runs, each until its first
-frame; exec → first frame p50 ${ms(p.firstFrame.p50)} ms with the profiler on; this build is ${n0(p.bundleBytes.profiled / 1024)} KiB against the shipped
-${n0(p.bundleBytes.shipped / 1024)} KiB, so compiling it weighs more here than in the shipped probe). Node built-ins the shipped bundle imports
-at load: ${p.builtinsAtLoad.map((x) => `\`${x}\``).join(', ')}.
+**Probe start-up** (the shipped layout, launcher + bundle + its code cache, built unminified, under \`node --cpu-prof\`,
+${p.runs} runs, each until its first frame; exec → first frame p50 ${ms(p.firstFrame.p50)} ms with the profiler on; this bundle is
+${n0(p.bundleBytes.profiled / 1024)} KiB against the shipped ${n0(p.bundleBytes.shipped / 1024)} KiB). Node's own modules the probe had loaded by its first frame
+that \`node -e 0\` does not load: ${p.builtinsBeforeHello.map((x) => `\`${x}\``).join(', ') || 'none'}.
 
 | probe start-up, per run | where |
 |---|---|
@@ -250,18 +250,8 @@ ${digestRows('exec → first frame', d)}
 Reading: loading the bundle (\`--version\` − \`node -e 0\`) costs ${ms(s.versionExit.p50 - s.nodeExit.p50)} ms wall, ${ms(s.cpuMs.version - s.cpuMs.node)} ms CPU; the
 probe's start-up work before its hello (first frame − \`--version\`) ${ms(s.firstFrame.p50 - s.versionExit.p50)} ms wall, ${ms(s.cpuMs.probe - s.cpuMs.version)} ms CPU. At
 1.25 × the probe may add ${ms(s.nodeExit.p50 * 0.25)} ms to \`node -e 0\` here. In the profile, compiling Node's own modules
-(\`compileForInternalLoader\`) is ${n0(share(d.self, 'compileForInternalLoader'), 1)} % of the main thread, compiling and linking the ES module bundle
-(\`compileSourceTextModule\` and the ESM loader) ${n0(share(d.self, 'compileSourceTextModule', 'link', '_link', 'instantiate'), 1)} %, and the first sample, which runs before the hello goes out
-(\`sample\` in probe.ts, inclusive), ${n0(share(d.inclusive, 'sample (guest-probe/src/probe.ts)'), 1)} %. What to change (guest-probe; this benchmark changes no product code):
-1. \`Probe.start()\` (guest-probe/src/probe.ts) calls \`this.sample()\` synchronously right after \`this.link.start()\`; the dial
-   resolves, and the hello is written, only after that first sample (target, listener, socket totals and the first
-   census) has run. Let the hello go first: run the first sample on the next turn (\`setImmediate\`) or once the link's
-   first dial settled; the hello then carries the initial status and the sample follows as events.
-2. \`node:http\` (health.ts, dumps/goroutines.ts) and \`node:child_process\` (wrap.ts, dumps/native.ts, logs/journal.ts) are
-   imported at load though only \`--health-url\`, pprof dumps, wrap mode, native dumps and \`--journal-unit\` use them:
-   import them where used (\`await import()\`), so a probe without those options never compiles them.
-3. Ship the bundle as CommonJS (esbuild \`format: 'cjs'\`, \`main()\` called without top-level await, \`import.meta.url\`
-   replaced by \`__filename\` in native.ts): Node 20's ES module loader costs more per start than \`require\` of one file.
+(\`compileForInternalLoader\`) is ${n0(share(d.self, 'compileForInternalLoader'), 1)} % of the main thread and compiling the bundle (\`Script\`, with the
+code cache a lookup) ${n0(share(d.self, 'Script', 'compileFunction', 'wrapSafe'), 1)} %.
 `;
   }
   // What to change in the collector, when one of its targets missed: shares from the

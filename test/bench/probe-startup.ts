@@ -7,14 +7,13 @@
 // loading the bundle alone costs (exec → exit), so the difference says what the probe's own
 // start-up work before the hello costs.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { FrameDecoder } from '@vsockdiag/proto';
 import { PROBE_BIN, ROOT, requireBuilt } from '../harness/collector.js';
-import { bundleForNode } from './bundle.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
 import { summarize } from './stats.js';
 
@@ -166,17 +165,34 @@ export interface ProbeStartupProfile {
   /** exec → first frame of the unminified, profiled build (for scale; the profiler costs too). */
   firstFrame: Stat;
   digest: ProfileDigest;
-  /** Node built-in modules the shipped bundle imports at load (static imports). */
-  builtinsAtLoad: string[];
+  /** Node's own modules the probe loaded by its first frame that `node -e 0` does not load. */
+  builtinsBeforeHello: string[];
   bundleBytes: { shipped: number; profiled: number };
 }
 
-/** Bundles guest-probe/src unminified (so the profile names functions) beside its addon. */
+/** Builds the probe as shipped (launcher, bundle, code cache, addon) but unminified, so the
+ *  profile names functions. Returns the launcher. */
 function buildUnminified(dir: string): string {
-  const outfile = path.join(dir, 'vsockdiag-probe.mjs');
-  bundleForNode(path.join(ROOT, 'guest-probe/src/index.ts'), outfile);
-  fs.copyFileSync(path.join(path.dirname(PROBE_BIN), 'vsockdiag.node'), path.join(dir, 'vsockdiag.node'));
-  return outfile;
+  const r = spawnSync(process.execPath, [path.join(ROOT, 'guest-probe/build.mjs'), '--out', dir, '--no-minify'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  if (r.status !== 0) throw new Error(`the unminified probe build failed (${r.status})`);
+  return path.join(dir, 'vsockdiag-probe.js');
+}
+
+/** A --require preload that writes, at exit, the public Node modules this process loaded. */
+function moduleListPreload(dir: string): { preload: string; read: (tag: string) => string[] } {
+  const preload = path.join(dir, 'module-list.cjs');
+  fs.writeFileSync(
+    preload,
+    `process.once('exit', () => require('fs').writeFileSync(process.env.VD_MODULE_LIST,
+      JSON.stringify(process.moduleLoadList.filter((m) => m.startsWith('NativeModule ') && !m.includes('internal/')).map((m) => m.slice(13)))));\n`,
+  );
+  return {
+    preload,
+    read: (tag) => JSON.parse(fs.readFileSync(path.join(dir, `modules-${tag}.json`), 'utf8')) as string[],
+  };
 }
 
 /**
@@ -189,7 +205,11 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
   const profDir = path.join(dir, 'prof');
   const sock = path.join(dir, 'c.sock');
   try {
-    const bundle = buildUnminified(dir);
+    const launcher = buildUnminified(path.join(dir, 'probe'));
+    const bundle = path.join(dir, 'probe', 'vsockdiag-probe.bundle.js');
+    const modules = moduleListPreload(dir);
+    const listEnv = (tag: string) => ({ ...process.env, VD_MODULE_LIST: path.join(dir, `modules-${tag}.json`) });
+    spawnSync(process.execPath, ['--require', modules.preload, '-e', '0'], { env: listEnv('node') });
     let onFrame: (() => void) | null = null;
     const server = net.createServer((s) => {
       const decoder = new FrameDecoder(() => {
@@ -212,8 +232,8 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
         const t0 = performance.now();
         const p = spawn(
           process.execPath,
-          ['--cpu-prof', '--cpu-prof-interval', '1000', '--cpu-prof-dir', profDir, bundle, '--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off', '--target', 'vd-bench-no-such-target'],
-          { stdio: 'ignore' },
+          ['--cpu-prof', '--cpu-prof-interval', '1000', '--cpu-prof-dir', profDir, '--require', modules.preload, launcher, '--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off', '--target', 'vd-bench-no-such-target'],
+          { stdio: 'ignore', env: listEnv('probe') },
         );
         const exited = new Promise<void>((r) => p.once('exit', () => r()));
         const killer = setTimeout(() => p.kill('SIGKILL'), EACH_TIMEOUT_MS);
@@ -233,14 +253,14 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
     }
     const files = profilesIn(profDir);
     progress(`probe start-up: ${files.length} profiles`);
-    const shipped = fs.readFileSync(PROBE_BIN, 'utf8');
-    const builtinsAtLoad = [...new Set([...shipped.matchAll(/from\s*"(node:[a-z_/]+)"/g)].map((m) => m[1]!))].sort();
+    const atNode = new Set(modules.read('node'));
+    const shippedBundle = path.join(path.dirname(PROBE_BIN), 'vsockdiag-probe.bundle.js');
     return {
       runs: files.length,
       firstFrame: summarize(frames),
       digest: digestProfiles(files, { bundle }),
-      builtinsAtLoad,
-      bundleBytes: { shipped: fs.statSync(PROBE_BIN).size, profiled: fs.statSync(bundle).size },
+      builtinsBeforeHello: modules.read('probe').filter((m) => !atNode.has(m)).sort(),
+      bundleBytes: { shipped: fs.statSync(shippedBundle).size, profiled: fs.statSync(bundle).size },
     };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -20,7 +20,13 @@ it('installs a runnable probe with its addon beside it, and the systemd units', 
   const r = spawnSync('bash', [path.join(ROOT, 'scripts/rootfs-install.sh'), rootfs], { encoding: 'utf8' });
   expect(r.status, r.stderr).toBe(0);
   const opt = path.join(rootfs, 'opt/vsockdiag');
-  expect(fs.readdirSync(opt).sort()).toEqual(['node', 'vsockdiag-probe.js', 'vsockdiag.node']);
+  expect(fs.readdirSync(opt).sort()).toEqual([
+    'node',
+    'vsockdiag-probe.bundle.cache',
+    'vsockdiag-probe.bundle.js',
+    'vsockdiag-probe.js',
+    'vsockdiag.node',
+  ]);
   const unit = fs.readFileSync(path.join(rootfs, 'etc/systemd/system/vsockdiag-probe.service'), 'utf8');
   expect(unit).toContain('DefaultDependencies=no');
   expect(unit).toContain('Before=envd.service');
@@ -29,9 +35,14 @@ it('installs a runnable probe with its addon beside it, and the systemd units', 
   expect(fs.readlinkSync(path.join(rootfs, 'etc/systemd/system/multi-user.target.wants/vsockdiag-probe.service'))).toBe(
     '../vsockdiag-probe.service',
   );
-  // The installed copy runs with the installed Node, and finds its addon beside it.
-  const v = spawnSync(path.join(opt, 'node'), [path.join(opt, 'vsockdiag-probe.js'), '--version'], { encoding: 'utf8' });
+  // The installed copy runs with the installed Node, with the code cache made for that Node
+  // (no package.json there: its .js files load as CommonJS), and finds its addon beside it.
+  const v = spawnSync(path.join(opt, 'node'), [path.join(opt, 'vsockdiag-probe.js'), '--version'], {
+    encoding: 'utf8',
+    env: { ...process.env, VSOCKDIAG_CODE_CACHE: 'report' },
+  });
   expect(v.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+  expect(v.stderr).toContain('code cache accepted');
   const load = spawnSync(
     path.join(opt, 'node'),
     ['-e', `const m = require(${JSON.stringify(path.join(opt, 'vsockdiag.node'))}); process.stdout.write(typeof m.notifyBind)`],

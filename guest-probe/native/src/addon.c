@@ -1,6 +1,7 @@
 /* vsockdiag N-API addon: module init and exports. Each area registers its own functions. */
 #include <node_api.h>
 
+#include "checksum.h"
 #include "diag.h"
 #include "notify.h"
 #include "vsock.h"
@@ -13,6 +14,7 @@ static napi_value init(napi_env env, napi_value exports) {
     return NULL;
   if (vsock_register(env, exports) != napi_ok) return NULL;
   if (diag_register(env, exports) != napi_ok) return NULL;
+  if (checksum_register(env, exports) != napi_ok) return NULL;
   return exports;
 }
 

@@ -11,7 +11,8 @@
 //   to feed(), which costs nothing while no capture is armed. capture() arms, signals, and
 //   collects until the target has exited plus a short drain, or a timeout.
 
-import http from 'node:http';
+import type http from 'node:http';
+import * as lazy from '../lazy-builtins.js';
 import type { LogWriter } from '../logs/log-watcher.js';
 
 export const MAX_PPROF_BYTES = 64 * 1024 * 1024;
@@ -63,7 +64,7 @@ export function pprofDump(url: string, timeoutMs: number, opts: PprofOptions = {
     };
     const timer = setTimeout(() => finish(false, `pprof ${url} did not answer in full within ${timeoutMs} ms`), timeoutMs);
     try {
-      req = http.get(parsed, { agent: false, headers: { Connection: 'close', Accept: 'text/plain' } }, (res) => {
+      req = lazy.http().get(parsed, { agent: false, headers: { Connection: 'close', Accept: 'text/plain' } }, (res) => {
         if (res.statusCode !== 200) {
           res.resume();
           finish(false, `pprof ${url} answered HTTP ${res.statusCode ?? '?'}`);

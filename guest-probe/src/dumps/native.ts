@@ -9,9 +9,10 @@
 // gets SIGTERM (gdb then detaches), SIGKILL 2 s later if still there, and the target a
 // SIGCONT afterwards in case a killed helper left it stopped.
 
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import path from 'node:path';
+import * as lazy from '../lazy-builtins.js';
 
 export const MAX_NATIVE_BYTES = 16 * 1024 * 1024;
 const KILL_GRACE_MS = 2000;
@@ -85,7 +86,7 @@ function runHelper(
     let killTimer: NodeJS.Timeout | null = null;
     let child: ChildProcess;
     try {
-      child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } });
+      child = lazy.childProcess().spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } });
     } catch (e) {
       resolve({ available: true, tool, text: '', complete: false, error: `cannot run ${file}: ${(e as Error).message}` });
       return;

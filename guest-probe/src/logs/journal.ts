@@ -4,8 +4,9 @@
 // a run longer than the cap); lines logged while it was down are not seen. If journalctl is
 // not installed, that is said once and the follower stops.
 
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import type { LogWriter } from './log-watcher.js';
+import * as lazy from '../lazy-builtins.js';
 
 export interface JournalFollowerOptions {
   /** The journalctl to run (default: "journalctl", looked up on PATH). */
@@ -69,7 +70,7 @@ export class JournalFollower {
     const args = ['-u', this.unit, '-f', '-o', 'cat', '--no-pager', '-n', '0'];
     let child: ChildProcess;
     try {
-      child = spawn(this.command, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+      child = lazy.childProcess().spawn(this.command, args, { stdio: ['ignore', 'pipe', 'ignore'] });
     } catch (err) {
       // Synchronous spawn failures (e.g. EAGAIN): retry like an exit.
       this.log('warn', `cannot start ${this.command}: ${(err as Error).message}`);

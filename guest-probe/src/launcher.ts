@@ -1,0 +1,75 @@
+// vsockdiag-probe.js, the file init runs: loads the probe bundle with V8's code cache.
+//
+// Why: the probe starts before envd on every boot, and most of its own start-up cost is V8
+// compiling the bundle (its top level, then each function on its first call). A code cache
+// holds that bytecode; with it, compiling is a lookup. Node 20 has no compile cache of its
+// own (module.enableCompileCache is Node 22), so this file does what it would: compile the
+// bundle through vm.Script with the cache the build produced beside it.
+//
+// The cache is only an accelerator. V8 checks it against the bundle's source, its own version
+// and flags, and rejects it if anything differs (another Node, another architecture, a rebuilt
+// bundle); then the bundle compiles as if there were none. V8 does not check the bytes
+// themselves (release builds skip that), and a damaged cache can crash it, so the file carries
+// a checksum of its own, checked by the addon first:
+//   "VDC1" | FNV-1a 64 of the rest, 16 hex digits | V8's cached data
+// Nothing here writes a cache at run time unless asked (VSOCKDIAG_CODE_CACHE=write, used by
+// guest-probe/code-cache.mjs), so a read-only root filesystem is fine. VSOCKDIAG_CODE_CACHE=report
+// says on stderr whether the cache was used.
+//
+// Bundled on its own as CommonJS (guest-probe/build.mjs); it imports nothing of the probe.
+
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import vm from 'node:vm';
+import type { NativeAddon } from './native.js';
+
+const bundle = path.join(__dirname, 'vsockdiag-probe.bundle.js');
+const cacheFile = path.join(__dirname, 'vsockdiag-probe.bundle.cache');
+const MAGIC = 'VDC1';
+const HEADER = MAGIC.length + 16;
+const mode = process.env.VSOCKDIAG_CODE_CACHE;
+const require = createRequire(bundle);
+
+/** The cache's V8 data if the file is whole, else why not. */
+function readCache(): { data: Buffer } | { state: 'missing' | 'corrupt' | 'unchecked' } {
+  let file: Buffer;
+  try {
+    file = fs.readFileSync(cacheFile);
+  } catch {
+    return { state: 'missing' };
+  }
+  let addon: Pick<NativeAddon, 'checksum'>;
+  try {
+    // The same file the probe loads later (require caches it): no extra cost at start.
+    addon = require(path.join(__dirname, 'vsockdiag.node')) as NativeAddon;
+  } catch {
+    return { state: 'unchecked' }; // the probe will say why the addon does not load
+  }
+  const data = file.subarray(HEADER);
+  const whole = file.toString('latin1', 0, HEADER) === MAGIC + addon.checksum(data);
+  return whole ? { data } : { state: 'corrupt' };
+}
+
+const cache = mode === 'write' ? { state: 'missing' as const } : readCache();
+// The same wrapper Node puts around a CommonJS module, so the bundle sees the usual globals.
+const source = `(function (exports, require, module, __filename, __dirname) {${fs.readFileSync(bundle, 'utf8')}\n})`;
+const script = new vm.Script(source, { filename: bundle, ...('data' in cache ? { cachedData: cache.data } : {}) });
+
+if (mode === 'report') {
+  const state = 'data' in cache ? (script.cachedDataRejected ? 'rejected' : 'accepted') : cache.state;
+  process.stderr.write(`vsockdiag-probe: code cache ${state}\n`);
+}
+if (mode === 'write') {
+  // At exit the cache holds every function compiled so far: the whole start-up path.
+  process.once('exit', () => {
+    const data = script.createCachedData();
+    const addon = require(path.join(__dirname, 'vsockdiag.node')) as NativeAddon;
+    const tmp = `${cacheFile}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, Buffer.concat([Buffer.from(MAGIC + addon.checksum(data), 'latin1'), data]));
+    fs.renameSync(tmp, cacheFile);
+  });
+}
+
+const module = { exports: {} };
+(script.runInThisContext() as (...args: unknown[]) => void)(module.exports, require, module, bundle, __dirname);

@@ -1,0 +1,114 @@
+// The shipped probe (guest-probe/dist): a launcher that compiles the CommonJS bundle with V8's
+// code cache. The cache only ever speeds things up: a missing, stale or corrupt one costs
+// the compile it saves, never a start. guest-probe/code-cache.mjs makes it and says clearly
+// when it cannot.
+
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import { FrameDecoder, decodeProbeMessage } from '@vsockdiag/proto';
+import { ROOT, requireBuilt } from '../harness/collector.js';
+
+const DIST = path.join(ROOT, 'guest-probe/dist');
+const addon = createRequire(import.meta.url)(path.join(DIST, 'vsockdiag.node')) as { checksum(b: Buffer): string };
+const FILES = ['package.json', 'vsockdiag-probe.js', 'vsockdiag-probe.bundle.js', 'vsockdiag-probe.bundle.cache', 'vsockdiag.node'];
+
+let dir: string;
+beforeEach(() => {
+  requireBuilt();
+  // A copy of the install, so the cache can be broken without touching the build.
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-launcher-'));
+  for (const f of FILES) fs.copyFileSync(path.join(DIST, f), path.join(dir, f));
+});
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+const cacheFile = () => path.join(dir, 'vsockdiag-probe.bundle.cache');
+
+function version(file = 'vsockdiag-probe.js'): { status: number | null; stdout: string; stderr: string } {
+  return spawnSync(process.execPath, [path.join(dir, file), '--version'], {
+    encoding: 'utf8',
+    env: { ...process.env, VSOCKDIAG_CODE_CACHE: 'report' },
+  });
+}
+
+/** Starts the probe against a Unix socket here and resolves its first message (the hello). */
+async function firstMessage(): Promise<{ type: string }> {
+  const sock = path.join(dir, 'collector.sock');
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(sock, r));
+  const probe = spawn(
+    process.execPath,
+    [path.join(dir, 'vsockdiag-probe.js'), '--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off'],
+    { stdio: 'ignore' },
+  );
+  try {
+    return await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no hello within 10 s')), 10_000);
+      probe.once('exit', (code) => reject(new Error(`the probe exited (${code}) before its hello`)));
+      server.once('connection', (s) => {
+        const decoder = new FrameDecoder((body) => {
+          clearTimeout(timer);
+          resolve(decodeProbeMessage(body));
+        });
+        s.on('data', (d: Buffer) => decoder.push(d));
+      });
+    });
+  } finally {
+    probe.kill('SIGKILL');
+    server.close();
+  }
+}
+
+it('uses the code cache the build made', () => {
+  const r = version();
+  expect(r.status).toBe(0);
+  expect(r.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+  expect(r.stderr).toContain('code cache accepted');
+});
+
+it('starts without a cache, and with a corrupt one, and still says hello', async () => {
+  fs.rmSync(cacheFile());
+  expect(version().stderr).toContain('code cache missing');
+  expect((await firstMessage()).type).toBe('hello');
+
+  const bytes = fs.readFileSync(path.join(DIST, 'vsockdiag-probe.bundle.cache'));
+  for (let i = 64; i < bytes.length; i += 97) bytes[i] = bytes[i]! ^ 0xff; // V8 alone would crash on these
+  fs.writeFileSync(cacheFile(), bytes);
+  const r = version();
+  expect(r.status).toBe(0);
+  expect(r.stderr).toContain('code cache corrupt');
+  expect((await firstMessage()).type).toBe('hello');
+
+  // Whole by its checksum, but not V8's (or a truncated one): V8 rejects it.
+  fs.writeFileSync(cacheFile(), Buffer.from(`VDC1${addon.checksum(Buffer.from('nonsense'))}nonsense`, 'latin1'));
+  expect(version().stderr).toContain('code cache rejected');
+  expect((await firstMessage()).type).toBe('hello');
+});
+
+it('rejects a cache made for another bundle (a rebuild without a new cache)', () => {
+  fs.appendFileSync(path.join(dir, 'vsockdiag-probe.bundle.js'), '\n// changed\n');
+  expect(version().stderr).toContain('code cache rejected');
+});
+
+it('runs the bundle directly too, without the launcher', () => {
+  const r = version('vsockdiag-probe.bundle.js');
+  expect(r.status).toBe(0);
+  expect(r.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+});
+
+it('code-cache.mjs remakes the cache, and fails loudly when the probe cannot start', () => {
+  fs.rmSync(cacheFile());
+  const ok = spawnSync(process.execPath, [path.join(ROOT, 'guest-probe/code-cache.mjs'), dir], { encoding: 'utf8' });
+  expect(ok.status, ok.stderr).toBe(0);
+  expect(ok.stdout).toContain('accepted');
+  expect(version().stderr).toContain('code cache accepted');
+
+  fs.writeFileSync(path.join(dir, 'vsockdiag-probe.bundle.js'), 'process.exit(3)\n');
+  const bad = spawnSync(process.execPath, [path.join(ROOT, 'guest-probe/code-cache.mjs'), dir], { encoding: 'utf8' });
+  expect(bad.status).toBe(1);
+  expect(bad.stderr).toMatch(/sent no hello \(exit 3\)/);
+});
