@@ -5,11 +5,15 @@
 //
 // parse() returns a fresh value built only from known keys, so unknown keys (and any
 // "__proto__" a peer might send) never reach the rest of the program.
+//
+// A violation's message names where it is ("events[3].pid: expected integer"). That path is
+// put together while the error unwinds, not on the way in: valid messages, which is nearly
+// all of them, build no path strings (the collector parses thousands a second).
 
 import { ProtocolError } from './errors.js';
 
 export interface Schema<T> {
-  parse(value: unknown, path?: string): T;
+  parse(value: unknown): T;
 }
 
 /** Marks an object key as optional; see object(). */
@@ -27,8 +31,28 @@ export type ObjectOf<S extends object> = Simplify<
   { [K in RequiredKeys<S>]: Infer<S[K]> } & { [K in OptionalKeys<S>]?: Exclude<Infer<S[K]>, undefined> }
 >;
 
-function fail(path: string, message: string): never {
-  throw new ProtocolError('ERR_SCHEMA', `${path || 'message'}: ${message}`);
+type SchemaErrorCode = 'ERR_SCHEMA' | 'ERR_UNKNOWN_TYPE' | 'ERR_UNKNOWN_KIND';
+
+/** A violation at `at` (a path like "events[3].pid", '' for the value itself). */
+class SchemaError extends ProtocolError {
+  constructor(
+    code: SchemaErrorCode,
+    readonly at: string,
+    readonly problem: string,
+  ) {
+    super(code, `${at || 'message'}: ${problem}`);
+  }
+}
+
+function fail(problem: string, code: SchemaErrorCode = 'ERR_SCHEMA'): never {
+  throw new SchemaError(code, '', problem);
+}
+
+/** Re-throws a violation found inside `step` (a key, or "[i]") with the step in its path. */
+function inside(step: string, err: unknown): never {
+  if (!(err instanceof SchemaError)) throw err;
+  const at = err.at === '' ? step : err.at.startsWith('[') ? step + err.at : `${step}.${err.at}`;
+  throw new SchemaError(err.code as SchemaErrorCode, at, err.problem);
 }
 
 function describe(value: unknown): string {
@@ -40,10 +64,10 @@ function describe(value: unknown): string {
 
 export function string(opts: { max: number; min?: number }): Schema<string> {
   return {
-    parse(v, path = '') {
-      if (typeof v !== 'string') fail(path, `expected string, got ${describe(v)}`);
-      if (v.length > opts.max) fail(path, `string longer than ${opts.max}`);
-      if (opts.min !== undefined && v.length < opts.min) fail(path, `string shorter than ${opts.min}`);
+    parse(v) {
+      if (typeof v !== 'string') fail(`expected string, got ${describe(v)}`);
+      if (v.length > opts.max) fail(`string longer than ${opts.max}`);
+      if (opts.min !== undefined && v.length < opts.min) fail(`string shorter than ${opts.min}`);
       return v;
     },
   };
@@ -52,9 +76,9 @@ export function string(opts: { max: number; min?: number }): Schema<string> {
 /** Raw bytes (msgpack bin), bounded. */
 export function bytes(opts: { max: number }): Schema<Uint8Array> {
   return {
-    parse(v, path = '') {
-      if (!(v instanceof Uint8Array)) fail(path, `expected bytes, got ${describe(v)}`);
-      if (v.length > opts.max) fail(path, `more than ${opts.max} bytes`);
+    parse(v) {
+      if (!(v instanceof Uint8Array)) fail(`expected bytes, got ${describe(v)}`);
+      if (v.length > opts.max) fail(`more than ${opts.max} bytes`);
       return v;
     },
   };
@@ -64,9 +88,9 @@ export function int(opts: { min?: number; max?: number } = {}): Schema<number> {
   const min = opts.min ?? Number.MIN_SAFE_INTEGER;
   const max = opts.max ?? Number.MAX_SAFE_INTEGER;
   return {
-    parse(v, path = '') {
-      if (typeof v !== 'number' || !Number.isInteger(v)) fail(path, `expected integer, got ${describe(v)}`);
-      if (v < min || v > max) fail(path, `integer out of range [${min}, ${max}]`);
+    parse(v) {
+      if (typeof v !== 'number' || !Number.isInteger(v)) fail(`expected integer, got ${describe(v)}`);
+      if (v < min || v > max) fail(`integer out of range [${min}, ${max}]`);
       return v;
     },
   };
@@ -76,9 +100,9 @@ export function number(opts: { min?: number; max?: number } = {}): Schema<number
   const min = opts.min ?? -Number.MAX_VALUE;
   const max = opts.max ?? Number.MAX_VALUE;
   return {
-    parse(v, path = '') {
-      if (typeof v !== 'number' || !Number.isFinite(v)) fail(path, `expected finite number, got ${describe(v)}`);
-      if (v < min || v > max) fail(path, `number out of range [${min}, ${max}]`);
+    parse(v) {
+      if (typeof v !== 'number' || !Number.isFinite(v)) fail(`expected finite number, got ${describe(v)}`);
+      if (v < min || v > max) fail(`number out of range [${min}, ${max}]`);
       return v;
     },
   };
@@ -86,8 +110,8 @@ export function number(opts: { min?: number; max?: number } = {}): Schema<number
 
 export function boolean(): Schema<boolean> {
   return {
-    parse(v, path = '') {
-      if (typeof v !== 'boolean') fail(path, `expected boolean, got ${describe(v)}`);
+    parse(v) {
+      if (typeof v !== 'boolean') fail(`expected boolean, got ${describe(v)}`);
       return v;
     },
   };
@@ -95,8 +119,8 @@ export function boolean(): Schema<boolean> {
 
 export function literal<const V extends string | number | boolean>(value: V): Schema<V> {
   return {
-    parse(v, path = '') {
-      if (v !== value) fail(path, `expected ${JSON.stringify(value)}`);
+    parse(v) {
+      if (v !== value) fail(`expected ${JSON.stringify(value)}`);
       return value;
     },
   };
@@ -105,8 +129,8 @@ export function literal<const V extends string | number | boolean>(value: V): Sc
 export function oneOf<const V extends readonly string[]>(values: V): Schema<V[number]> {
   const allowed = new Set<string>(values);
   return {
-    parse(v, path = '') {
-      if (typeof v !== 'string' || !allowed.has(v)) fail(path, `expected one of ${values.join(', ')}`);
+    parse(v) {
+      if (typeof v !== 'string' || !allowed.has(v)) fail(`expected one of ${values.join(', ')}`);
       return v as V[number];
     },
   };
@@ -114,28 +138,34 @@ export function oneOf<const V extends readonly string[]>(values: V): Schema<V[nu
 
 /** A schema defined later in the file (for self-reference, e.g. a keyframe holding a status). */
 export function lazy<T>(get: () => Schema<T>): Schema<T> {
-  return { parse: (v, path = '') => get().parse(v, path) };
+  return { parse: (v) => get().parse(v) };
 }
 
 export function nullable<T>(inner: Schema<T>): Schema<T | null> {
-  return { parse: (v, path = '') => (v === null ? null : inner.parse(v, path)) };
+  return { parse: (v) => (v === null ? null : inner.parse(v)) };
 }
 
 export function optional<T>(inner: Schema<T>): OptionalSchema<T> {
   return {
     optional: true,
     // msgpack has no undefined: a peer may send nil for an absent optional value.
-    parse: (v, path = '') => (v === undefined || v === null ? undefined : inner.parse(v, path)),
+    parse: (v) => (v === undefined || v === null ? undefined : inner.parse(v)),
   };
 }
 
 export function array<T>(item: Schema<T>, opts: { max: number }): Schema<T[]> {
   return {
-    parse(v, path = '') {
-      if (!Array.isArray(v)) fail(path, `expected array, got ${describe(v)}`);
-      if (v.length > opts.max) fail(path, `array longer than ${opts.max}`);
+    parse(v) {
+      if (!Array.isArray(v)) fail(`expected array, got ${describe(v)}`);
+      if (v.length > opts.max) fail(`array longer than ${opts.max}`);
       const out: T[] = new Array(v.length);
-      for (let i = 0; i < v.length; i++) out[i] = item.parse(v[i], `${path}[${i}]`);
+      for (let i = 0; i < v.length; i++) {
+        try {
+          out[i] = item.parse(v[i]);
+        } catch (err) {
+          inside(`[${i}]`, err);
+        }
+      }
       return out;
     },
   };
@@ -144,14 +174,18 @@ export function array<T>(item: Schema<T>, opts: { max: number }): Schema<T[]> {
 /** A string-keyed map with bounded size and key length (e.g. free-form notify fields). */
 export function record<T>(value: Schema<T>, opts: { maxKeys: number; maxKeyLength: number }): Schema<Record<string, T>> {
   return {
-    parse(v, path = '') {
-      if (!isPlainObject(v)) fail(path, `expected map, got ${describe(v)}`);
+    parse(v) {
+      if (!isPlainObject(v)) fail(`expected map, got ${describe(v)}`);
       const keys = Object.keys(v);
-      if (keys.length > opts.maxKeys) fail(path, `more than ${opts.maxKeys} keys`);
+      if (keys.length > opts.maxKeys) fail(`more than ${opts.maxKeys} keys`);
       const out: Record<string, T> = Object.create(null);
       for (const key of keys) {
-        if (key.length > opts.maxKeyLength) fail(path, `key longer than ${opts.maxKeyLength}`);
-        out[key] = value.parse(v[key], `${path}.${key}`);
+        if (key.length > opts.maxKeyLength) fail(`key longer than ${opts.maxKeyLength}`);
+        try {
+          out[key] = value.parse(v[key]);
+        } catch (err) {
+          inside(key, err);
+        }
       }
       return out;
     },
@@ -161,11 +195,16 @@ export function record<T>(value: Schema<T>, opts: { maxKeys: number; maxKeyLengt
 export function object<S extends Shape>(shape: S): Schema<ObjectOf<S>> {
   const entries = Object.entries(shape);
   return {
-    parse(v, path = '') {
-      if (!isPlainObject(v)) fail(path, `expected map, got ${describe(v)}`);
+    parse(v) {
+      if (!isPlainObject(v)) fail(`expected map, got ${describe(v)}`);
       const out: Record<string, unknown> = {};
       for (const [key, schema] of entries) {
-        const parsed = schema.parse(Object.hasOwn(v, key) ? v[key] : undefined, path ? `${path}.${key}` : key);
+        let parsed: unknown;
+        try {
+          parsed = schema.parse(Object.hasOwn(v, key) ? v[key] : undefined);
+        } catch (err) {
+          inside(key, err);
+        }
         if (parsed !== undefined) out[key] = parsed;
       }
       return out as ObjectOf<S>;
@@ -183,14 +222,12 @@ export function variant<K extends string, M extends Record<string, Schema<object
   unknownCode: 'ERR_UNKNOWN_TYPE' | 'ERR_UNKNOWN_KIND',
 ): Schema<{ [T in keyof M]: Infer<M[T]> & { [P in K]: T } }[keyof M]> {
   return {
-    parse(v, path = '') {
-      if (!isPlainObject(v)) fail(path, `expected map, got ${describe(v)}`);
+    parse(v) {
+      if (!isPlainObject(v)) fail(`expected map, got ${describe(v)}`);
       const name = v[tag];
-      if (typeof name !== 'string') fail(path, `missing "${tag}"`);
-      if (!Object.hasOwn(members, name)) {
-        throw new ProtocolError(unknownCode, `${path || 'message'}: unknown ${tag} ${JSON.stringify(name.slice(0, 64))}`);
-      }
-      const parsed = members[name]!.parse(v, path) as Record<string, unknown>;
+      if (typeof name !== 'string') fail(`missing "${tag}"`);
+      if (!Object.hasOwn(members, name)) fail(`unknown ${tag} ${JSON.stringify(name.slice(0, 64))}`, unknownCode);
+      const parsed = members[name]!.parse(v) as Record<string, unknown>;
       parsed[tag] = name;
       return parsed as never;
     },

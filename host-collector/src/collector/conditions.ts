@@ -74,24 +74,37 @@ export interface ConditionInput {
 }
 
 const num = (n: number) => n.toLocaleString('en-US');
+const KERNEL_KINDS = ['oom', 'hung-task', 'segfault'] as const;
+const NONE: readonly Condition[] = Object.freeze([]);
+const added = (list: Condition[] | null, c: Condition): Condition[] => {
+  (list ??= []).push(c);
+  return list;
+};
 
-export function conditions(c: ConditionInput): Condition[] {
-  const out: Condition[] = [];
+/**
+ * The conditions in force. Runs on every batch of every sandbox, so the usual answer (none)
+ * allocates nothing: no arrays for windows or filters, one shared empty result.
+ */
+export function conditions(c: ConditionInput): readonly Condition[] {
+  let out: Condition[] | null = null;
   const { status, settings, now } = c;
 
   const top = status.sockets?.top?.[0];
   if (top && top.count >= settings.stormThreshold) {
     const subject = `${top.address.includes(':') ? `[${top.address}]` : top.address}:${top.port}`;
-    out.push({ name: 'socket-storm', subject, count: top.count, detail: `${num(top.count)} sockets to ${subject}` });
+    out = added(out, { name: 'socket-storm', subject, count: top.count, detail: `${num(top.count)} sockets to ${subject}` });
   }
 
-  const window = c.threads.filter((s) => now - s.at <= settings.threadWindowMs);
-  if (window.length >= 2) {
-    let min = window[0]!;
-    for (const s of window) if (s.n < min.n) min = s;
-    const last = window[window.length - 1]!;
+  // The thread samples within the window are a suffix of the list (oldest first).
+  const samples = c.threads;
+  const last = samples[samples.length - 1];
+  if (last && now - last.at <= settings.threadWindowMs) {
+    let min = last;
+    for (let i = samples.length - 2; i >= 0 && now - samples[i]!.at <= settings.threadWindowMs; i--) {
+      if (samples[i]!.n <= min.n) min = samples[i]!;
+    }
     if (last.at > min.at && last.n - min.n >= settings.threadGrowthMin && last.n >= min.n * settings.threadGrowthFactor) {
-      out.push({
+      out = added(out, {
         name: 'thread-growth',
         count: last.n,
         detail: `threads ${min.n} → ${last.n} in ${formatDuration(last.at - min.at)}`,
@@ -107,7 +120,7 @@ export function conditions(c: ConditionInput): Condition[] {
     const waited = now - c.toHost(l.queuedSince);
     const timedOut = h !== undefined && !h.ok && h.status === undefined && /ETIMEDOUT/.test(h.error ?? '') && h.t >= l.queuedSince;
     if (waited >= settings.stallAfterMs || timedOut) {
-      out.push({
+      out = added(out, {
         name: 'not-accepting',
         count: l.acceptQueue,
         detail: `${l.acceptQueue} connection${l.acceptQueue === 1 ? '' : 's'} waiting in the accept queue for ${formatDuration(waited)}`,
@@ -120,27 +133,30 @@ export function conditions(c: ConditionInput): Condition[] {
   const fresh = status.health && !(l.bound && l.since !== undefined && status.health.t < l.since);
   if (status.health && fresh && !status.health.ok) {
     const h = status.health;
-    out.push({ name: 'health-failing', detail: `GET ${pathOf(h.url)}: ${h.error ?? `HTTP ${h.status}`}` });
+    out = added(out, { name: 'health-failing', detail: `GET ${pathOf(h.url)}: ${h.error ?? `HTTP ${h.status}`}` });
   }
 
   const startedAt = status.target ? c.toHost(status.target.startedAt) : Number.NEGATIVE_INFINITY;
-  for (const what of ['oom', 'hung-task', 'segfault'] as const) {
-    const notes = c.kernel.filter((k) => k.what === what && k.at >= startedAt - 1000);
-    const k = notes[notes.length - 1];
+  for (const what of KERNEL_KINDS) {
+    let k: KernelNote | undefined;
+    for (let i = c.kernel.length - 1; i >= 0 && !k; i--) {
+      const note = c.kernel[i]!;
+      if (note.what === what && note.at >= startedAt - 1000) k = note;
+    }
     if (!k) continue;
     const who = k.process ? `${k.process}${k.pid ? ` (pid ${k.pid})` : ''}` : 'a process';
     const verb = what === 'oom' ? `killed ${who}` : what === 'hung-task' ? `${who} blocked in the kernel` : `${who} crashed`;
-    out.push({ name: what, detail: `${verb} ${formatDuration(now - k.at)} ago`, ...(k.process ? { subject: k.process } : {}) });
+    out = added(out, { name: what, detail: `${verb} ${formatDuration(now - k.at)} ago`, ...(k.process ? { subject: k.process } : {}) });
   }
 
   if (c.skewMs !== null && Math.abs(c.skewMs) >= settings.skewLimitMs) {
-    out.push({
+    out = added(out, {
       name: 'clock-skew',
       count: c.skewMs,
       detail: `guest clock ${formatDuration(Math.abs(c.skewMs))} ${c.skewMs > 0 ? 'ahead of' : 'behind'} the host`,
     });
   }
-  return out;
+  return out ?? NONE;
 }
 
 /** When the conditions could change with no new input (only not-accepting waits on time). */

@@ -12,7 +12,7 @@ import type { Logger } from './logger.js';
 import { Session, type SessionHost } from './session.js';
 import type { EventRecord, Store } from './store.js';
 import { conditions, conditionsRecheckAt, type Condition, type ConditionName, type ConditionSettings, type KernelNote } from './conditions.js';
-import { decide, type SandboxState, type Verdict } from './verdict.js';
+import { decide, type SandboxState, type Verdict, type VerdictInput } from './verdict.js';
 
 export interface SandboxSettings {
   vsockPort: number;
@@ -51,7 +51,6 @@ export class Sandbox extends EventEmitter implements SessionHost {
   connectedAt: number | undefined;
   disconnectedAt: number | undefined;
   disconnectReason: string | undefined;
-  verdict: Verdict = { state: 'registered', reason: 'waiting for the probe to connect', recheckAt: null };
   stateSince = Date.now();
   counters = { sessions: 0, events: 0, gaps: 0, protocolErrors: 0, refused: 0 };
   /** The current target's thread counts (host ms), for thread-growth. */
@@ -64,7 +63,14 @@ export class Sandbox extends EventEmitter implements SessionHost {
   /** Guest wall clock minus host wall clock, from the last hello or system sample. */
   skewMs: number | null = null;
   private server: net.Server | null = null;
+  /** The state as of the last evaluation; the reason is written fresh for each reader (currentVerdict). */
+  private decided: SandboxState = 'registered';
   private timer: NodeJS.Timeout | null = null;
+  /** Built once: evaluate() runs on every batch of every sandbox and should allocate little. */
+  private readonly conditionSettings: ConditionSettings;
+  private readonly toHost = (guestMs: number) => this.clock.toHost(guestMs);
+  /** Conditions raised and not yet cleared, with their detail when raised. */
+  private readonly raised = new Map<ConditionName, string>();
   private cooldownUntil = 0;
   private closed = false;
 
@@ -79,6 +85,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   ) {
     super();
     this.generation = generation;
+    this.conditionSettings = { ...settings.conditions, stallAfterMs: settings.stallAfterMs };
     // Every readiness long-poll on this sandbox listens here; there is no fixed bound.
     this.setMaxListeners(0);
   }
@@ -88,7 +95,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   get state(): SandboxState {
-    return this.verdict.state;
+    return this.decided;
   }
 
   /** Binds <udsPath>_<vsockPort>. Accepting does nothing slow: Firecracker's connect to
@@ -125,8 +132,8 @@ export class Sandbox extends EventEmitter implements SessionHost {
    * so what the API shows and the state history never disagree.
    */
   currentVerdict(now = Date.now()): Verdict {
-    const v = decide(this.verdictInput(now));
-    if (v.state !== this.verdict.state) this.evaluate();
+    const v = decide(this.verdictInput(now, this.currentConditions(now)));
+    if (v.state !== this.decided) this.evaluate();
     return v;
   }
 
@@ -266,32 +273,31 @@ export class Sandbox extends EventEmitter implements SessionHost {
   // ---- verdict ----
 
   /** Conditions in force now. */
-  currentConditions(now = Date.now()): Condition[] {
+  currentConditions(now = Date.now()): readonly Condition[] {
     if (!this.status) return [];
     return conditions({
       now,
       status: this.status,
-      toHost: (g) => this.clock.toHost(g),
+      toHost: this.toHost,
       threads: this.threads,
       kernel: this.kernel,
       skewMs: this.skewMs,
-      settings: { ...this.settings.conditions, stallAfterMs: this.settings.stallAfterMs },
+      settings: this.conditionSettings,
     });
   }
 
-  private verdictInput(now: number) {
-    const settings = { ...this.settings.conditions, stallAfterMs: this.settings.stallAfterMs };
-    const toHost = (g: number) => this.clock.toHost(g);
+  private verdictInput(now: number, conditionsNow: readonly Condition[]): VerdictInput {
+    const { status, toHost } = this;
     return {
-      conditions: this.currentConditions(now),
-      conditionsRecheckAt: this.status ? conditionsRecheckAt({ status: this.status, toHost, now, settings }) : null,
+      conditions: conditionsNow,
+      conditionsRecheckAt: status ? conditionsRecheckAt({ status, toHost, now, settings: this.conditionSettings }) : null,
       now,
       connected: this.session !== null,
       connectedAt: this.connectedAt,
       disconnectedAt: this.disconnectedAt,
       disconnectReason: this.disconnectReason,
-      status: this.status,
-      toHost: (g: number) => this.clock.toHost(g),
+      status,
+      toHost,
       targetName: this.settings.targetName,
       stallAfterMs: this.settings.stallAfterMs,
       startDeadlineMs: this.settings.startDeadlineMs,
@@ -302,10 +308,11 @@ export class Sandbox extends EventEmitter implements SessionHost {
   evaluate(): void {
     if (this.closed) return;
     const now = Date.now();
-    const v = decide(this.verdictInput(now));
-    const previous = this.verdict.state;
-    this.verdict = v;
-    this.noteConditions(now);
+    const conditionsNow = this.currentConditions(now);
+    const v = decide(this.verdictInput(now, conditionsNow));
+    const previous = this.decided;
+    this.decided = v.state;
+    this.noteConditions(conditionsNow);
     this.emit('changed');
     if (v.state !== previous) {
       this.stateSince = now;
@@ -352,18 +359,18 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.emit('dump', d);
   }
 
-  private raised = new Map<ConditionName, string>();
-
   /** Records conditions as they are raised and cleared, so the history shows them. */
-  private noteConditions(now: number): void {
-    const current = new Map(this.currentConditions(now).map((c) => [c.name, c.detail] as const));
-    for (const [name, detail] of current) {
-      if (!this.raised.has(name)) this.record('condition', { name, raised: true, detail });
+  private noteConditions(current: readonly Condition[]): void {
+    if (current.length === 0 && this.raised.size === 0) return; // the usual case
+    for (const c of current) {
+      if (!this.raised.has(c.name)) this.record('condition', { name: c.name, raised: true, detail: c.detail });
+      this.raised.set(c.name, c.detail);
     }
     for (const [name, detail] of this.raised) {
-      if (!current.has(name)) this.record('condition', { name, raised: false, detail });
+      if (current.some((c) => c.name === name)) continue;
+      this.record('condition', { name, raised: false, detail });
+      this.raised.delete(name);
     }
-    this.raised = current;
   }
 
   /** A collector-side event (state change, session edge, gap) in the sandbox's history. */

@@ -43,12 +43,15 @@ const ago = (now: number, at: number) => `${formatDuration(Math.max(0, now - at)
 
 /** Conditions that are part of the readiness answer itself, so they are not repeated. */
 const IN_READINESS = new Set(['not-accepting', 'health-failing']);
+const NO_CONDITIONS: readonly Condition[] = [];
 
 export function decide(v: VerdictInput): Verdict {
   const base = decideState(v);
-  const extra = (v.conditions ?? []).filter((c) => !IN_READINESS.has(c.name)).map((c) => `; ${c.name}: ${c.detail}`);
-  const recheck = [base.recheckAt, v.conditionsRecheckAt ?? null].filter((t): t is number => t !== null);
-  return { ...base, reason: base.reason + extra.join(''), recheckAt: recheck.length ? Math.min(...recheck) : null };
+  let reason = base.reason;
+  for (const c of v.conditions ?? NO_CONDITIONS) if (!IN_READINESS.has(c.name)) reason += `; ${c.name}: ${c.detail}`;
+  const other = v.conditionsRecheckAt ?? null;
+  const recheckAt = base.recheckAt === null ? other : other === null ? base.recheckAt : Math.min(base.recheckAt, other);
+  return reason === base.reason && recheckAt === base.recheckAt ? base : { state: base.state, reason, recheckAt };
 }
 
 function decideState(v: VerdictInput): Verdict {

@@ -2,14 +2,21 @@
 // stream all agree.
 
 import type { Sandbox } from '../collector/sandbox.js';
+import type { SandboxState } from '../collector/verdict.js';
+
+/** State and reason as every reader sees them (a socket the collector cannot listen on says so). */
+export function verdictOf(sb: Sandbox, now = Date.now()): { state: SandboxState; reason: string } {
+  const v = sb.currentVerdict(now);
+  return { state: v.state, reason: sb.listenError ? `cannot listen on ${sb.socketPath}: ${sb.listenError}` : v.reason };
+}
 
 export function summary(sb: Sandbox, now = Date.now()) {
-  const v = sb.currentVerdict(now);
+  const v = verdictOf(sb, now);
   const status = sb.status;
   return {
     id: sb.id,
     state: v.state,
-    reason: sb.listenError ? `cannot listen on ${sb.socketPath}: ${sb.listenError}` : v.reason,
+    reason: v.reason,
     since: new Date(sb.stateSince).toISOString(),
     generation: sb.generation,
     connected: sb.session !== null,

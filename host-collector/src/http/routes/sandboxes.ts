@@ -6,7 +6,7 @@ import type { Sandbox, StateChange } from '../../collector/sandbox.js';
 import type { Store } from '../../collector/store.js';
 import { STATES, type SandboxState } from '../../collector/verdict.js';
 import { ApiError } from '../errors.js';
-import { detail, summary } from '../present.js';
+import { detail, summary, verdictOf } from '../present.js';
 
 export const MAX_READINESS_WAIT_MS = 120_000;
 export const MAX_EVENTS_LIMIT = 1000;
@@ -91,9 +91,10 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
         }
       });
     }
-    const s = summary(sb);
-    if (s.state === 'ready') return { ready: true, state: s.state, reason: s.reason, generation: s.generation };
-    return reply.code(503).send({ ready: false, state: s.state, reason: s.reason, generation: s.generation });
+    // Only what readiness says: the verdict, not the whole summary (this route is polled hard).
+    const v = verdictOf(sb);
+    const ready = v.state === 'ready';
+    return reply.code(ready ? 200 : 503).send({ ready, state: v.state, reason: v.reason, generation: sb.generation });
   });
 
   app.get('/v1/sandboxes/:id/events', async (req) => {
