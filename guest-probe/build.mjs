@@ -44,9 +44,11 @@ await build({
   ...common,
   entryPoints: [path.join(here, 'src/index.ts')],
   outfile: tmp('vsockdiag-probe.bundle.js'),
-  // native.ts finds the addon relative to import.meta.url, which CommonJS has not.
+  // native.ts finds the addon relative to import.meta.url, which CommonJS has not. The
+  // banner comes before esbuild's own "use strict", so it repeats it: only a directive at the
+  // very start makes the bundle strict code, as its ES module sources were.
   define: { 'import.meta.url': '__probe_url' },
-  banner: { js: 'const __probe_url = require("node:url").pathToFileURL(__filename).href;' },
+  banner: { js: '"use strict";const __probe_url = require("node:url").pathToFileURL(__filename).href;' },
 });
 await build({
   ...common,

@@ -254,10 +254,7 @@ probe's start-up work before its hello (first frame − \`--version\`) ${ms(s.fi
 code cache a lookup) ${n0(share(d.self, 'Script', 'compileFunction', 'wrapSafe'), 1)} %.
 `;
   }
-  // What to change in the collector, when one of its targets missed: shares from the
-  // profiled 1 Hz window (2,000 sessions when that was profiled, else 1,000).
   const prof1000 = b.profiles.fleet.find((f) => f.sessions === 1000 && f.profile?.readiness);
-  const profW = b.profiles.fleet.find((f) => f.sessions === 2000 && f.profile) ?? prof1000;
   let reading = '';
   if (!b.met.readiness) {
     const [f1] = b.fleet as [FleetFigure];
@@ -280,34 +277,9 @@ time during these requests, which no code change removes.${
 longest busy stretches were ${rd.digest.longest
             .slice(0, 3)
             .map((l) => `${ms(l.ms)} ms (${l.top.replace(/\|/g, '\\|')})`)
-            .join(', ')}${gcLongest ? ` (${gcLongest} of the 5 longest are mostly garbage collection: see 4 below)` : ''}.`
+            .join(', ')}${gcLongest ? ` (${gcLongest} of the 5 longest are mostly garbage collection: see what the heap profile found in \`test/bench/FINDINGS.md\`)` : ''}.`
         : ''
     }
-`;
-  }
-  if (!b.met.readiness || !b.met.cpu2000 || !b.met.rss2000) {
-    const w = profW?.profile?.window.digest;
-    reading += `
-**What the collector does on its main thread at 1 Hz, and what to change** (host-collector; this benchmark changes no
-product code)${w ? `. Shares of the main thread's busy time in the profiled ${n0(profW!.sessions)}-session window above` : ''}:
-1. Store.append (collector/store.ts) schedules a flush with \`setImmediate\`: one SQLite transaction per event-loop turn,
-   so at 1,000 batches a second arriving at spread-out times nearly every batch gets its own commit, each on the main thread${
-     w
-       ? ` (Store.flush with its inserts and commits: ${n0(share(w.byOwnFunction, 'flush (collector/store.ts)', '(anonymous) (collector/store.ts)'), 1)} %, of which the commits themselves, \`sqliteTransaction\`, ${n0(share(w.self, 'sqliteTransaction', 'transaction'), 1)} %)`
-       : ''
-   }. Coalesce: flush every ~10 ms or at a row count, whichever first (acks wait ≤ 10 ms more; the probe keeps
-   unacked events), keeping each commit bounded; or give the writer its own worker thread, so no commit runs between
-   two API requests.
-2. Session (collector/session.ts) writes a heartbeat to every probe every second even right after an ack, and every ack
-   and heartbeat is its own \`socket.write\`${w ? ` (\`send\`: ${n0(share(w.byOwnFunction, 'send (collector/session.ts)'), 1)} %)` : ''}. The probe resets its idle timer on any frame
-   (guest-probe/src/link.ts): skip the heartbeat when anything was written to that session within the interval, which
-   halves the writes at 1 Hz (and the probe can do the same with its own heartbeats).
-3. http/stream.ts arms a 250 ms timer per sandbox on every \`changed\` (every batch), then builds \`summary(sb)\` and
-   \`JSON.stringify\`s it, even when no WebSocket client is connected${w ? ` (${n0(share(w.byFile, 'http/stream.ts'), 1)} %)` : ''}: return early when \`clients.size === 0\`.
-4. Garbage: applyEvent (proto/status.ts) returns a new status object per event (spreads), and Store.flush copies every
-   row again (\`{ ...r, data: JSON.stringify(r.data) }\`)${w ? `; GC is ${n0(share(w.self, '(garbage collector)'), 1)} % of the busy time` : ''}. Its share is small, but a
-   major collection is one pause: allocate less per event (update the status in place, or build one new object per
-   batch rather than per event; insert without the per-row copy), so collections come less often and find less to do.
 `;
   }
   for (const f of b.profiles.fleet) {

@@ -287,67 +287,38 @@ function figure(a: ProcSnapshot, b: ProcSnapshot, pid: number): CpuFigure {
   };
 }
 
-/** Part 2: the real probe's CPU share at boot rate and at 1 Hz, next to an idle Node. */
-export async function measureProbeCpu(windowS: number, progress: Progress): Promise<ProbeCpu> {
+/** Memory of the probes (and the idle Node) after a long run, with their CPU over it. */
+export interface ProbeSoak {
+  /** Seconds since the probes started. */
+  afterS: number;
+  bootRate: CpuFigure;
+  steady: CpuFigure;
+  idleNode: CpuFigure;
+}
+
+export interface ProbeCost {
+  cpu: ProbeCpu;
+  /** The same probes keep running: waits until they have run `totalS` seconds, measures, stops them. */
+  soak(totalS: number, progress: Progress): Promise<ProbeSoak>;
+  /** Ends everything now (idempotent; soak() calls it too). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Part 2: the real probe's CPU share at boot rate and at 1 Hz over a window, next to an idle
+ * Node; then the same processes keep running (while the rest of the benchmarks run) until
+ * soak() reads their memory after the issue's 10 minutes.
+ */
+export async function startProbeCost(windowS: number, progress: Progress): Promise<ProbeCost> {
   if (!namespacesAvailable()) throw new Error('the probe benchmark needs network + PID namespaces (root and unshare)');
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-pc-'));
   let c: CollectorProcess | undefined;
   const sandboxes: LoadedSandbox[] = [];
   let idle: ChildProcess | undefined;
-  try {
-    // The hung sandbox must stay a booting one for the whole window: with the default stall
-    // and start deadlines the collector would call it stuck midway and act on that (automatic
-    // dumps through the probe), which is not the boot-rate cost being measured.
-    const deadline = `${Math.ceil(windowS * 5)}s`;
-    c = await startCollector({ args: ['--stall-after', deadline, '--start-deadline', deadline] });
-    progress(`probe cpu: starting two sandboxes, each ${LOAD.processes} processes + ${LOAD.connections * 2} sockets`);
-    const started = await Promise.allSettled([
-      startLoadedSandbox(root, 'hung', ['-hang-in', 'cgroup-manager'], LOAD),
-      startLoadedSandbox(root, 'healthy', [], LOAD),
-    ]);
-    for (const r of started) if (r.status === 'fulfilled') sandboxes.push(r.value);
-    for (const r of started) if (r.status === 'rejected') throw r.reason;
-    const [hung, healthy] = sandboxes;
-    idle = spawn(process.execPath, ['-e', 'setInterval(()=>{},1000); setTimeout(()=>process.exit(0), 900_000)'], { stdio: 'ignore' });
-    for (const sb of sandboxes) await c.api('PUT', `/v1/sandboxes/${sb.id}`, { udsPath: sb.udsPath });
-    await waitForState(c, 'healthy', 'ready', 120_000);
-    await waitForState(c, 'hung', 'starting', 120_000);
-    const pids = await waitFor('both probes', () => {
-      const h = hung!.probePid();
-      const s = healthy!.probePid();
-      return h !== null && s !== null ? { hung: h, healthy: s } : null;
-    }, 10_000);
-    // Let the healthy probe's first 1 Hz ticks and both probes' first census pass.
-    await new Promise((r) => setTimeout(r, 3000));
-    const nsProcs = descendants(healthy!.ns.proc.pid!).length;
-    progress(`probe cpu: both probes up (hung: boot rate, healthy: 1 Hz); measuring for ${windowS} s`);
-    const idlePid = idle.pid!;
-    const start = { hung: snapshot(pids.hung), healthy: snapshot(pids.healthy), idle: snapshot(idlePid) };
-    const endAt = performance.now() + windowS * 1000;
-    while (performance.now() < endAt) {
-      await new Promise((r) => setTimeout(r, Math.min(15_000, endAt - performance.now())));
-      const left = Math.max(0, Math.round((endAt - performance.now()) / 1000));
-      if (left > 0) progress(`probe cpu: ${windowS - left}/${windowS} s`);
-    }
-    for (const [sb, pid] of [[hung!, pids.hung], [healthy!, pids.healthy]] as const) {
-      if (!fs.existsSync(`/proc/${pid}/stat`)) {
-        throw new Error(`the ${sb.id} sandbox's probe (pid ${pid}) exited during the window; sandbox output:\n${sb.ns.output().slice(-4000)}`);
-      }
-    }
-    const end = { hung: snapshot(pids.hung), healthy: snapshot(pids.healthy), idle: snapshot(idlePid) };
-    const steady = figure(start.healthy, end.healthy, pids.healthy);
-    const readsPerTick = steady.syscrPerS / (1000 / DEFAULTS.intervalMs);
-    return {
-      load: { processes: LOAD.processes, sockets: LOAD.connections * 2, perSandbox: true },
-      windowS,
-      bootRate: figure(start.hung, end.hung, pids.hung),
-      steady,
-      idleNode: figure(start.idle, end.idle, idlePid),
-      steadyNamespaceProcesses: nsProcs,
-      steadyReadsPerTick: readsPerTick,
-      steadyScansProcPerTick: readsPerTick >= nsProcs,
-    };
-  } finally {
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
     if (idle?.pid && idle.exitCode === null && idle.signalCode === null) {
       const gone = new Promise((r) => idle!.once('exit', r));
       process.kill(idle.pid, 'SIGKILL');
@@ -362,5 +333,86 @@ export async function measureProbeCpu(windowS: number, progress: Progress): Prom
       fs.rmSync(c.dataDir, { recursive: true, force: true });
     }
     fs.rmSync(root, { recursive: true, force: true });
+  };
+  try {
+    // The hung sandbox must stay a booting one for the whole run: with the default stall and
+    // start deadlines the collector would call it stuck and act on that (automatic dumps
+    // through the probe), which is not the boot-rate cost being measured.
+    c = await startCollector({ args: ['--stall-after', '3h', '--start-deadline', '3h'] });
+    progress(`probe cpu: starting two sandboxes, each ${LOAD.processes} processes + ${LOAD.connections * 2} sockets`);
+    const started = await Promise.allSettled([
+      startLoadedSandbox(root, 'hung', ['-hang-in', 'cgroup-manager'], LOAD),
+      startLoadedSandbox(root, 'healthy', [], LOAD),
+    ]);
+    for (const r of started) if (r.status === 'fulfilled') sandboxes.push(r.value);
+    for (const r of started) if (r.status === 'rejected') throw r.reason;
+    const [hung, healthy] = sandboxes;
+    idle = spawn(process.execPath, ['-e', 'setInterval(()=>{},1000); setTimeout(()=>process.exit(0), 3_600_000)'], { stdio: 'ignore' });
+    for (const sb of sandboxes) await c.api('PUT', `/v1/sandboxes/${sb.id}`, { udsPath: sb.udsPath });
+    await waitForState(c, 'healthy', 'ready', 120_000);
+    await waitForState(c, 'hung', 'starting', 120_000);
+    const pids = await waitFor('both probes', () => {
+      const h = hung!.probePid();
+      const s = healthy!.probePid();
+      return h !== null && s !== null ? { hung: h, healthy: s } : null;
+    }, 10_000);
+    // Let the healthy probe's first 1 Hz ticks and both probes' first census pass.
+    await new Promise((r) => setTimeout(r, 3000));
+    const nsProcs = descendants(healthy!.ns.proc.pid!).length;
+    progress(`probe cpu: both probes up (hung: boot rate, healthy: 1 Hz); measuring for ${windowS} s`);
+    const idlePid = idle.pid!;
+    const startedAt = performance.now();
+    const start = { hung: snapshot(pids.hung), healthy: snapshot(pids.healthy), idle: snapshot(idlePid) };
+    const endAt = performance.now() + windowS * 1000;
+    while (performance.now() < endAt) {
+      await new Promise((r) => setTimeout(r, Math.min(15_000, endAt - performance.now())));
+      const left = Math.max(0, Math.round((endAt - performance.now()) / 1000));
+      if (left > 0) progress(`probe cpu: ${windowS - left}/${windowS} s`);
+    }
+    const alive = () => {
+      for (const [sb, pid] of [[hung!, pids.hung], [healthy!, pids.healthy]] as const) {
+        if (!fs.existsSync(`/proc/${pid}/stat`)) {
+          throw new Error(`the ${sb.id} sandbox's probe (pid ${pid}) exited; sandbox output:\n${sb.ns.output().slice(-4000)}`);
+        }
+      }
+    };
+    alive();
+    const end = { hung: snapshot(pids.hung), healthy: snapshot(pids.healthy), idle: snapshot(idlePid) };
+    const steady = figure(start.healthy, end.healthy, pids.healthy);
+    const readsPerTick = steady.syscrPerS / (1000 / DEFAULTS.intervalMs);
+    const cpu: ProbeCpu = {
+      load: { processes: LOAD.processes, sockets: LOAD.connections * 2, perSandbox: true },
+      windowS,
+      bootRate: figure(start.hung, end.hung, pids.hung),
+      steady,
+      idleNode: figure(start.idle, end.idle, idlePid),
+      steadyNamespaceProcesses: nsProcs,
+      steadyReadsPerTick: readsPerTick,
+      steadyScansProcPerTick: readsPerTick >= nsProcs,
+    };
+    const soak = async (totalS: number, report: Progress): Promise<ProbeSoak> => {
+      try {
+        for (;;) {
+          const left = totalS - (performance.now() - startedAt) / 1000;
+          if (left <= 0) break;
+          report(`probe soak: ${Math.round(totalS - left)}/${totalS} s since the probes started`);
+          await new Promise((r) => setTimeout(r, Math.min(30_000, left * 1000)));
+        }
+        alive();
+        const last = { hung: snapshot(pids.hung), healthy: snapshot(pids.healthy), idle: snapshot(idlePid) };
+        return {
+          afterS: (performance.now() - startedAt) / 1000,
+          bootRate: figure(start.hung, last.hung, pids.hung),
+          steady: figure(start.healthy, last.healthy, pids.healthy),
+          idleNode: figure(start.idle, last.idle, idlePid),
+        };
+      } finally {
+        await stop();
+      }
+    };
+    return { cpu, soak, stop };
+  } catch (err) {
+    await stop();
+    throw err;
   }
 }

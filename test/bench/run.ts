@@ -11,11 +11,13 @@ import { STALL_MS, measureVerdicts } from './verdicts.js';
 import { measureDumps } from './dumps.js';
 import { fleetSection, measureFleetBench } from './fleet.js';
 import { CENSUS_EVERY_MS } from '../../guest-probe/src/sockets.js';
-import { LOAD, measureProbeCpu, measureProbeMicro, type CpuFigure } from './probe-cost.js';
+import { LOAD, measureProbeMicro, startProbeCost, type CpuFigure } from './probe-cost.js';
 
 const BOOTS = Number(process.env.VSOCKDIAG_BENCH_BOOTS ?? 50);
 /** The probe CPU window (s); bounded to 10–120. */
 const CPU_WINDOW_S = Math.min(120, Math.max(10, Number(process.env.VSOCKDIAG_BENCH_CPU_S ?? 60)));
+/** How long the probes run before their memory is read (the issue's 10 minutes); 60–1200 s. */
+const SOAK_S = Math.min(1200, Math.max(60, Number(process.env.VSOCKDIAG_BENCH_SOAK_S ?? 600)));
 const progress = (msg: string) => process.stderr.write(`bench: ${msg}\n`);
 
 const machine = {
@@ -28,13 +30,25 @@ const machine = {
 };
 progress(`machine: ${machine.cpus} cores, ${machine.memoryGiB} GiB, node ${machine.node}`);
 
-const verdicts = await measureVerdicts(BOOTS, 5, progress);
+// The per-call figures first: a socket census walks the kernel's whole socket table, so it
+// runs before the long-lived loaded sandboxes below add theirs.
 const micro = await measureProbeMicro(progress);
-const cpu = await measureProbeCpu(CPU_WINDOW_S, progress);
-const dumps = await measureDumps(Number(process.env.VSOCKDIAG_BENCH_DUMPS ?? 100), 5, progress);
-// Probe start-up, the collector under 1,000 / 2,000 sessions, one session's ingest, the
-// readiness API at 500/s, automatic dumps; profiles what misses its target (fleet.ts).
-const fleet = await measureFleetBench(progress);
+// Two loaded sandboxes: the probes' CPU over a quiet window now; they keep running through
+// the rest of the run, and their memory is read once they have run SOAK_S seconds.
+const probeCost = await startProbeCost(CPU_WINDOW_S, progress);
+const { verdicts, dumps, fleet, soak } = await (async () => {
+  try {
+    const verdicts = await measureVerdicts(BOOTS, 5, progress);
+    const dumps = await measureDumps(Number(process.env.VSOCKDIAG_BENCH_DUMPS ?? 100), 5, progress);
+    // Probe start-up, the collector under 1,000 / 2,000 sessions, one session's ingest, the
+    // readiness API at 500/s, automatic dumps; profiles what misses its target (fleet.ts).
+    const fleet = await measureFleetBench(progress);
+    return { verdicts, dumps, fleet, soak: await probeCost.soak(SOAK_S, progress) };
+  } finally {
+    await probeCost.stop();
+  }
+})();
+const cpu = probeCost.cpu;
 const f = (n: number) => n.toFixed(1);
 const rows = [
   ['target bind → `ready` on the API', verdicts.bindToReady, '—', '≤ 100 ms p99'],
@@ -66,11 +80,12 @@ five at a time, against one collector with \`--stall-after ${STALL_MS}ms\`.
   the stall timer's verdict lands.
 ${probeSection()}
 ${dumpSection()}
-${fleetSection(fleet)}`;
+${fleetSection(fleet)}
+${fs.readFileSync(path.join(ROOT, 'test/bench/FINDINGS.md'), 'utf8')}`;
 fs.writeFileSync(path.join(ROOT, 'BENCHMARKS.md'), md);
 fs.writeFileSync(
   path.join(ROOT, 'BENCHMARKS.json'),
-  `${JSON.stringify({ machine, stallMs: STALL_MS, ...verdicts, probe: { micro, cpu }, dumps, fleet }, null, 2)}\n`,
+  `${JSON.stringify({ machine, stallMs: STALL_MS, ...verdicts, probe: { micro, cpu, soak }, dumps, fleet }, null, 2)}\n`,
 );
 process.stdout.write(md);
 
@@ -99,17 +114,19 @@ function probeSection(): string {
     `| ${name} | ${pct(f)} | ${n(f.cpuMs)} | ${n(f.wakeupsPerS, 1)} | ${n(f.syscrPerS, 1)} | ${mb(f.rssAnonKb)} | ${mb(f.rssFileKb)} | ${target} |`;
   const steady = cpu.steady;
   const cpuRows = [
-    cpuRow(
-      'probe at boot rate (envd hangs in `cgroup-manager`, before binding: 40 ms ticks)',
-      cpu.bootRate,
-      `RssAnon ≤ 12 MiB: ${met(cpu.bootRate.rssAnonKb <= 12 * 1024)}`,
-    ),
-    cpuRow(
-      'probe at steady rate (healthy envd, ready: 1 s ticks)',
-      steady,
-      `≤ 0.3 %: ${met(steady.cpuPct <= 0.3)}; RssAnon ≤ 12 MiB: ${met(steady.rssAnonKb <= 12 * 1024)}`,
-    ),
+    cpuRow('probe at boot rate (envd hangs in `cgroup-manager`, before binding: 40 ms ticks)', cpu.bootRate, '—'),
+    cpuRow('probe at steady rate (healthy envd, ready: 1 s ticks)', steady, `≤ 0.3 %: ${met(steady.cpuPct <= 0.3)}`),
     cpuRow('baseline: idle `node -e "setInterval(()=>{},1000)"`', cpu.idleNode, '—'),
+  ];
+  // The issue's "12 MB", read strictly as 12,000,000 bytes (11.44 MiB).
+  const RSS_ANON_TARGET_KB = 12e6 / 1024;
+  const mbOf = (kb: number) => `${mb(kb)} MiB (${((kb * 1024) / 1e6).toFixed(1)} MB)`;
+  const soakRow = (name: string, f: CpuFigure, target: boolean) =>
+    `| ${name} | ${mbOf(f.rssAnonKb)} | ${mb(f.rssFileKb)} MiB | ${f.threads} | ${pct(f)} | ${target ? `≤ 12 MB: ${met(f.rssAnonKb <= RSS_ANON_TARGET_KB)}` : '—'} |`;
+  const soakRows = [
+    soakRow('probe at boot rate (the hung sandbox)', soak.bootRate, true),
+    soakRow('probe at steady rate (the healthy sandbox)', soak.steady, true),
+    soakRow('baseline: idle `node`', soak.idleNode, false),
   ];
   const l = micro.load;
   const bootPerTickUs = (cpu.bootRate.cpuMs * 1000) / (cpu.bootRate.windowS * (1000 / DEFAULTS.bootIntervalMs));
@@ -147,6 +164,15 @@ CPU is utime + stime from \`/proc/<pid>/stat\` (all threads; counted in 10 ms st
 over the window), wake-ups are the main thread's voluntary context switches, reads are \`syscr\` from
 \`/proc/<pid>/io\`, memory from \`/proc/<pid>/status\` at the end. Both probes run their census
 every ${CENSUS_EVERY_MS / 1000} s; the two sandboxes share one kernel here, so each census walks both sandboxes' sockets.
+
+| after ${n(soak.afterS / 60, 1)} min (the same processes) | RssAnon | RssFile | threads | CPU over the ${n(soak.afterS / 60, 1)} min | target |
+|---|---|---|---|---|---|
+${soakRows.join('\n')}
+
+How: the processes of the table above keep running while the rest of this run's benchmarks run (the verdict
+boots, the dumps, the collector under load), then their \`/proc/<pid>/status\` is read once they have run
+${n(soak.afterS)} s; the CPU column is over that whole time, other benchmarks running beside them (the ${cpu.windowS} s
+window above is the quiet figure).
 
 Per tick, from the figures above: at boot rate the probe's CPU ÷ ${1000 / DEFAULTS.bootIntervalMs} ticks/s is
 ${n(bootPerTickUs)} µs per tick, ${x(bootPerTickUs, us.sample.p50)} the warm sample's median; at steady rate, ${n(steadyPerSUs)} µs per

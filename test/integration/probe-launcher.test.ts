@@ -94,6 +94,11 @@ it('rejects a cache made for another bundle (a rebuild without a new cache)', ()
   expect(version().stderr).toContain('code cache rejected');
 });
 
+it('is strict code, as its ES module sources were (the directive must open the bundle)', () => {
+  const bundle = fs.readFileSync(path.join(DIST, 'vsockdiag-probe.bundle.js'), 'utf8');
+  expect(bundle.startsWith('"use strict";')).toBe(true);
+});
+
 it('runs the bundle directly too, without the launcher', () => {
   const r = version('vsockdiag-probe.bundle.js');
   expect(r.status).toBe(0);
