@@ -496,12 +496,34 @@ describe('a probe session seen through the API', () => {
     expect(none.json).toEqual({ events: [], next: all.json!.next });
     expect((await call(url, 'GET', '/v1/sandboxes/vm1/events?generation=1&kind=phase')).json!.events).toHaveLength(2);
     expect((await call(url, 'GET', '/v1/sandboxes/vm1/events?generation=2')).json!.events).toEqual([]);
+
+    // Newest first, paged backwards with before=<next>: the same events, in reverse.
+    const ids = all.json!.events.map((e: Json) => e.id);
+    const backwards: number[] = [];
+    let before = '';
+    for (;;) {
+      const page = await call(url, 'GET', `/v1/sandboxes/vm1/events?order=desc&limit=2${before}`);
+      expect(page.status).toBe(200);
+      backwards.push(...page.json!.events.map((e: Json) => e.id));
+      if (page.json!.events.length < 2) break;
+      expect(page.json!.next).toBe(page.json!.events[1].id);
+      before = `&before=${page.json!.next}`;
+    }
+    expect(backwards).toEqual([...ids].reverse());
+    const newestPhase = await call(url, 'GET', '/v1/sandboxes/vm1/events?order=desc&kind=phase&limit=1');
+    expect(newestPhase.json!.events.map((e: Json) => e.data.name)).toEqual(['mmds']);
+    const below = await call(url, 'GET', `/v1/sandboxes/vm1/events?order=desc&kind=phase&before=${newestPhase.json!.next}`);
+    expect(below.json!.events.map((e: Json) => e.data.name)).toEqual(['cgroups']);
+    // Both bounds at once, oldest first: what lies strictly between two ids.
+    const between = await call(url, 'GET', `/v1/sandboxes/vm1/events?after=${ids[0]}&before=${ids[3]}`);
+    expect(between.json!.events.map((e: Json) => e.id)).toEqual(ids.slice(1, 3));
+    expect((await call(url, 'GET', `/v1/sandboxes/vm1/events?order=desc&before=${ids[0]}`)).json).toEqual({ events: [], next: ids[0] });
   });
 
-  it('validates after, limit, kind and generation with 400s', async () => {
+  it('validates after, before, order, limit, kind and generation with 400s', async () => {
     const { url } = await startCollector();
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(tmp, 'vm1.sock') });
-    for (const q of ['after=-1', 'after=x', 'after=1.5', 'limit=0', 'limit=1001', 'limit=ten', 'kind=Phase', 'kind=phase%25', 'kind=a_b', `kind=${'a'.repeat(65)}`, 'generation=-1']) {
+    for (const q of ['after=-1', 'after=x', 'after=1.5', 'limit=0', 'limit=1001', 'limit=ten', 'kind=Phase', 'kind=phase%25', 'kind=a_b', `kind=${'a'.repeat(65)}`, 'generation=-1', 'order=newest', 'order=DESC', 'before=0', 'before=x']) {
       expectError(await call(url, 'GET', `/v1/sandboxes/vm1/events?${q}`), 400, 'BAD_REQUEST');
     }
     const ok = await call(url, 'GET', '/v1/sandboxes/vm1/events?after=0&limit=1000&kind=target.');

@@ -9,6 +9,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { browserAvailable, launchBrowser } from '../harness/browser.js';
+import { ProbeClient } from '../harness/probe-client.js';
 import { startSandbox, type Sandbox } from '../harness/sandbox.js';
 
 const SHOTS = path.join(ROOT, 'test/results/screenshots');
@@ -102,6 +103,41 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
       { timeout: 20_000 },
     );
     await p.close();
+  });
+
+  it('opens a sandbox with a long history on what happened last', async () => {
+    // A light probe with 2,400 log batches behind it: more than two pages of the events API.
+    await collector.api('PUT', '/v1/sandboxes/longlived', { udsPath: path.join(root, 'longlived.sock') });
+    const probe = new ProbeClient({ path: path.join(root, 'longlived.sock_52000'), heartbeatMs: 1000 });
+    await probe.connect();
+    try {
+      let last = 0;
+      for (let b = 0; b < 12; b++) {
+        last = probe.events(
+          Array.from({ length: 200 }, (_, i) => ({ kind: 'log.lines' as const, stream: 'stderr' as const, lines: [`line ${b * 200 + i}`] })),
+        );
+      }
+      await probe.waitAcked(last, 20_000);
+      const p = await page();
+      const asked: string[] = [];
+      p.on('request', (r) => {
+        if (r.url().includes('/events?')) asked.push(r.url());
+      });
+      await p.goto(`${collector.url}/sandboxes/longlived`);
+      const lines = p.locator('[data-testid="log-line"]');
+      await lines.last().waitFor({ timeout: 10_000 });
+      await p.waitForFunction(() => document.querySelectorAll('[data-testid="log-line"]').length > 0);
+      expect(await lines.last().innerText()).toContain('line 2399');
+      // History is read newest first, one request per kind shown, not page by page from its
+      // start. (A catch-up after the live stream connects reads forward from the newest id.)
+      const history = asked.filter((u) => u.includes('kind='));
+      expect(history.length).toBeGreaterThan(0);
+      expect(history.every((u) => u.includes('order=desc'))).toBe(true);
+      expect(history.filter((u) => u.includes('kind=log.lines'))).toHaveLength(1);
+      await p.close();
+    } finally {
+      probe.close();
+    }
   });
 
   it('renders guest-supplied HTML as inert text', async () => {

@@ -364,21 +364,40 @@ export async function downloadWithToken(path: string, filename: string): Promise
 
 export const sandboxPath = (id: string) => `/v1/sandboxes/${encodeURIComponent(id)}`;
 
-/** Pages through a sandbox's events of one kind (or prefix), keeping the newest `keep`. */
+/**
+ * The newest `count` events of one kind (or prefix), oldest first: read backwards (order=desc),
+ * so a sandbox with a long history costs as much to open as a fresh one.
+ */
+export async function loadRecent(
+  id: string,
+  opts: { kind: string; count: number; signal?: AbortSignal },
+): Promise<SandboxEvent[]> {
+  const out: SandboxEvent[] = [];
+  let before: number | null = null;
+  while (out.length < opts.count) {
+    const limit = Math.min(1000, opts.count - out.length);
+    const q = new URLSearchParams({ order: 'desc', kind: opts.kind, limit: String(limit) });
+    if (before !== null) q.set('before', String(before));
+    const r = await getJson<{ events: SandboxEvent[]; next: number }>(`${sandboxPath(id)}/events?${q}`, opts.signal);
+    out.push(...r.events);
+    if (r.events.length < limit) break;
+    before = r.next;
+  }
+  return out.reverse();
+}
+
+/** Pages forward through a sandbox's events from `after` (catching up after a gap). */
 export async function loadEvents(
   id: string,
-  opts: { kind?: string; after?: number; maxPages?: number; keep?: number; signal?: AbortSignal } = {},
+  opts: { after?: number; maxPages?: number; signal?: AbortSignal } = {},
 ): Promise<{ events: SandboxEvent[]; next: number }> {
   const maxPages = opts.maxPages ?? 10;
-  const keep = opts.keep ?? Infinity;
   let after = opts.after ?? 0;
   let out: SandboxEvent[] = [];
   for (let page = 0; page < maxPages; page++) {
     const q = new URLSearchParams({ after: String(after), limit: '1000' });
-    if (opts.kind) q.set('kind', opts.kind);
     const r = await getJson<{ events: SandboxEvent[]; next: number }>(`${sandboxPath(id)}/events?${q}`, opts.signal);
     out = out.concat(r.events);
-    if (out.length > keep) out = out.slice(out.length - keep);
     after = r.next;
     if (r.events.length < 1000) break;
   }

@@ -4,7 +4,7 @@
 // while the stream is down, by polling the events after the newest one seen).
 
 import { useEffect, useState, useSyncExternalStore } from 'react';
-import { ApiError, Unauthorized, auth, getJson, loadEvents, sandboxPath, type SandboxDetail, type SandboxEvent } from './api';
+import { ApiError, Unauthorized, auth, getJson, loadEvents, loadRecent, sandboxPath, type SandboxDetail, type SandboxEvent } from './api';
 import { POLL_MS, useAuthEpoch } from './hooks';
 import { stream } from './stream';
 
@@ -211,22 +211,24 @@ class SandboxFeed {
   }
 
   async loadHistory(): Promise<void> {
-    const loads: Array<Promise<{ events: SandboxEvent[] }>> = [
-      loadEvents(this.id, { kind: 'sockets', keep: KEEP_SOCKETS, maxPages: 30 }),
-      loadEvents(this.id, { kind: 'state', maxPages: 5 }),
-      loadEvents(this.id, { kind: 'session.open', maxPages: 2 }),
-      loadEvents(this.id, { kind: 'listener.bound', maxPages: 2 }),
-      loadEvents(this.id, { kind: 'listener.unbound', maxPages: 2 }),
-      loadEvents(this.id, { kind: 'log.lines', keep: KEEP_LOG_BATCHES, maxPages: 20 }),
-      loadEvents(this.id, { kind: 'target.', maxPages: 1 }).then((r) => ({
-        events: r.events.filter((e) => e.kind === 'target.found' || e.kind === 'target.exit'),
-      })),
+    // The newest of each kind the page shows, read backwards: a long-lived sandbox opens as
+    // fast as a new one, and what it shows is what happened last.
+    const recent = (kind: string, count: number) => loadRecent(this.id, { kind, count });
+    const loads: Array<Promise<SandboxEvent[]>> = [
+      recent('sockets', KEEP_SOCKETS),
+      recent('state', 5000),
+      recent('session.open', 2000),
+      recent('listener.bound', 2000),
+      recent('listener.unbound', 2000),
+      recent('log.lines', KEEP_LOG_BATCHES),
+      recent('target.found', 1000),
+      recent('target.exit', 1000),
     ];
     const results = await Promise.allSettled(loads);
     if (!this.alive) return;
     let unauthorized = false;
     for (const r of results) {
-      if (r.status === 'fulfilled') this.add(r.value.events);
+      if (r.status === 'fulfilled') this.add(r.value);
       else if (r.reason instanceof Unauthorized) unauthorized = true;
     }
     if (unauthorized) return; // loaded again when a token is entered (new feed)

@@ -229,14 +229,16 @@ export function buildProgram(): Command {
         });
       });
       await Promise.race([subscribed, done]);
-      let after = 0;
-      let recent: TailEvent[] = [];
-      for (;;) {
-        const r = await c.request<{ events: TailEvent[]; next: number }>('GET', `${path}/events?after=${after}&limit=1000`);
-        recent = [...recent, ...r.body.events].slice(-o.lines);
-        if (r.body.events.length < 1000) break;
-        after = r.body.next;
+      // The last N, read newest first (however long the history), then shown oldest first.
+      const recent: TailEvent[] = [];
+      for (let before = ''; recent.length < o.lines; ) {
+        const limit = Math.min(1000, o.lines - recent.length);
+        const r = await c.request<{ events: TailEvent[]; next: number }>('GET', `${path}/events?order=desc&limit=${limit}${before}`);
+        recent.push(...r.body.events);
+        if (r.body.events.length < limit) break;
+        before = `&before=${r.body.next}`;
       }
+      recent.reverse();
       const key = (e: TailEvent) => `${e.generation}|${e.seq}|${e.kind}|${e.at}`;
       const shown = new Set(recent.map(key));
       for (const e of recent) print(e);

@@ -73,7 +73,12 @@ export const GROUP_COMMIT_MS = 5;
 export const KEEP_DUMPS = 50;
 
 export interface EventQuery {
+  /** Only events with a larger id. */
   after?: number;
+  /** Only events with a smaller id. */
+  before?: number;
+  /** 'desc': newest first (the newest `limit` that match), for reading a long history backwards. */
+  order?: 'asc' | 'desc';
   kind?: string;
   generation?: number;
   limit: number;
@@ -285,16 +290,18 @@ export class Store {
   events(sandboxId: string, q: EventQuery): StoredEvent[] {
     this.flush();
     const where = ['sandbox_id = @sandboxId', 'id > @after'];
+    if (q.before !== undefined) where.push('id < @before');
     if (q.kind) where.push(q.kind.endsWith('.') ? "kind LIKE @kindPrefix ESCAPE '\\'" : 'kind = @kind');
     if (q.generation !== undefined) where.push('generation = @generation');
     const rows = this.db
       .prepare(
         `SELECT id, sandbox_id AS sandboxId, generation, seq, kind, t_guest AS tGuest, t_host AS tHost, data
-         FROM events WHERE ${where.join(' AND ')} ORDER BY id LIMIT @limit`,
+         FROM events WHERE ${where.join(' AND ')} ORDER BY id ${q.order === 'desc' ? 'DESC' : 'ASC'} LIMIT @limit`,
       )
       .all({
         sandboxId,
         after: q.after ?? 0,
+        before: q.before,
         kind: q.kind,
         kindPrefix: q.kind ? `${q.kind.replace(/[\\%_]/g, '\\$&')}%` : undefined,
         generation: q.generation,

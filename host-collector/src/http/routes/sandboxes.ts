@@ -97,16 +97,29 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
     return reply.code(ready ? 200 : 503).send({ ready, state: v.state, reason: v.reason, generation: sb.generation });
   });
 
+  // Oldest first from `after` (the default), or newest first below `before` with order=desc:
+  // either way `next` is the cursor for the following page (the last id returned).
   app.get('/v1/sandboxes/:id/events', async (req) => {
     const sb = find((req.params as { id: string }).id);
-    const q = req.query as { after?: string; kind?: string; limit?: string; generation?: string };
+    const q = req.query as { after?: string; before?: string; order?: string; kind?: string; limit?: string; generation?: string };
+    if (q.order !== undefined && q.order !== 'asc' && q.order !== 'desc') throw new ApiError('BAD_REQUEST', 'order must be asc or desc');
+    const desc = q.order === 'desc';
     const after = intParam(q.after, 'after', 0, Number.MAX_SAFE_INTEGER, 0);
+    const before = q.before === undefined ? undefined : intParam(q.before, 'before', 1, Number.MAX_SAFE_INTEGER, 1);
     const limit = intParam(q.limit, 'limit', 1, MAX_EVENTS_LIMIT, 100);
     const generation = q.generation === undefined ? undefined : intParam(q.generation, 'generation', 0, 2 ** 31, 0);
     if (q.kind !== undefined && !/^[a-z.]{1,64}$/.test(q.kind)) throw new ApiError('BAD_REQUEST', 'kind must be like "phase" or "target."');
     const events = store
-      .events(sb.id, { after, limit, ...(q.kind ? { kind: q.kind } : {}), ...(generation !== undefined ? { generation } : {}) })
+      .events(sb.id, {
+        after,
+        limit,
+        ...(before !== undefined ? { before } : {}),
+        ...(desc ? { order: 'desc' as const } : {}),
+        ...(q.kind ? { kind: q.kind } : {}),
+        ...(generation !== undefined ? { generation } : {}),
+      })
       .map((e) => ({ id: e.id, generation: e.generation, seq: e.seq, kind: e.kind, tGuest: e.tGuest, at: new Date(e.tHost).toISOString(), data: e.data }));
-    return { events, next: events.length ? events[events.length - 1]!.id : after };
+    const last = events[events.length - 1];
+    return { events, next: last ? last.id : desc ? (before ?? 0) : after };
   });
 }
