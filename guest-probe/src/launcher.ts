@@ -51,9 +51,21 @@ function readCache(): { data: Buffer } | { state: 'missing' | 'corrupt' | 'unche
   return whole ? { data } : { state: 'corrupt' };
 }
 
+function readBundle(): string {
+  try {
+    return fs.readFileSync(bundle, 'utf8');
+  } catch (err) {
+    process.stderr.write(
+      `vsockdiag-probe: cannot read ${bundle} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): ` +
+        'install vsockdiag-probe.bundle.js beside vsockdiag-probe.js\n',
+    );
+    process.exit(1);
+  }
+}
+
 const cache = mode === 'write' ? { state: 'missing' as const } : readCache();
 // The same wrapper Node puts around a CommonJS module, so the bundle sees the usual globals.
-const source = `(function (exports, require, module, __filename, __dirname) {${fs.readFileSync(bundle, 'utf8')}\n})`;
+const source = `(function (exports, require, module, __filename, __dirname) {${readBundle()}\n})`;
 const script = new vm.Script(source, { filename: bundle, ...('data' in cache ? { cachedData: cache.data } : {}) });
 
 if (mode === 'report') {

@@ -99,6 +99,14 @@ it('is strict code, as its ES module sources were (the directive must open the b
   expect(bundle.startsWith('"use strict";')).toBe(true);
 });
 
+it('says clearly when the bundle is not beside it', () => {
+  fs.rmSync(path.join(dir, 'vsockdiag-probe.bundle.js'));
+  const r = version();
+  expect(r.status).toBe(1);
+  expect(r.stderr).toContain('cannot read');
+  expect(r.stderr).toContain('(ENOENT): install vsockdiag-probe.bundle.js beside vsockdiag-probe.js');
+});
+
 it('runs the bundle directly too, without the launcher', () => {
   const r = version('vsockdiag-probe.bundle.js');
   expect(r.status).toBe(0);
