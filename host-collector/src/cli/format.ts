@@ -1,14 +1,9 @@
 // Terminal output for the client commands.
 
-export interface SandboxSummary {
-  id: string;
-  state: string;
-  reason: string;
-  since: string;
-  generation: number;
-  connected: boolean;
-  lastPhase: string | null;
-}
+import type { summary } from '../http/present.js';
+
+/** A sandbox as the API lists it (http/present.ts is the one source of that shape). */
+export type SandboxSummary = ReturnType<typeof summary>;
 
 const COLORS: Record<string, string> = {
   ready: '32',
