@@ -520,6 +520,46 @@ describe('a probe session seen through the API', () => {
     expect((await call(url, 'GET', `/v1/sandboxes/vm1/events?order=desc&before=${ids[0]}`)).json).toEqual({ events: [], next: ids[0] });
   });
 
+  it('dates kernel messages by the kernel, so old ones read at start-up raise nothing', async () => {
+    const { url } = await startCollector();
+    const udsPath = path.join(tmp, 'vmk.sock');
+    await call(url, 'PUT', '/v1/sandboxes/vmk', { udsPath });
+    const p = await probe(`${udsPath}_${VSOCK_PORT}`);
+    // Guest clock at the hello: 2,000 ms since boot; the target started at 1,800.
+    p.send(
+      hello({
+        target: { pid: 42, name: 'envd', startedAt: 1800, source: 'name', alive: true },
+        listener: { port: 49983, bound: false },
+        phases: { reported: false, ready: false },
+      }),
+    );
+    await p.until((m) => m.type === 'welcome');
+    const old = 'Out of memory: Killed process 7 (envd) total-vm:1000kB';
+    p.send({
+      type: 'events',
+      events: [
+        // Logged 300 ms after boot, long before this target; read by a probe starting now.
+        { kind: 'kernel', seq: 1, t: 2100, what: 'oom', process: 'envd', pid: 7, message: old, kernelMs: 300 },
+        // The same record again (a restarted probe reads the whole buffer once more).
+        { kind: 'kernel', seq: 2, t: 2150, what: 'oom', process: 'envd', pid: 7, message: old, kernelMs: 300 },
+      ],
+    });
+    await p.until((m) => m.type === 'ack' && m.seq === 2);
+    let d = (await call(url, 'GET', '/v1/sandboxes/vmk')).json!;
+    expect(d.conditions).toEqual([]);
+    expect(d.kernel).toHaveLength(1);
+    expect(Date.now() - Date.parse(d.kernel[0].at)).toBeGreaterThan(1500); // ~1.7 s before the hello, not "now"
+
+    p.send({
+      type: 'events',
+      events: [{ kind: 'kernel', seq: 3, t: 2300, what: 'segfault', process: 'envd', pid: 42, message: 'envd[42]: segfault at 0', kernelMs: 2290 }],
+    });
+    await p.until((m) => m.type === 'ack' && m.seq === 3);
+    d = (await call(url, 'GET', '/v1/sandboxes/vmk')).json!;
+    expect(d.conditions.map((c: Json) => c.name)).toEqual(['segfault']);
+    expect(d.kernel).toHaveLength(2);
+  });
+
   it('validates after, before, order, limit, kind and generation with 400s', async () => {
     const { url } = await startCollector();
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(tmp, 'vm1.sock') });

@@ -91,7 +91,10 @@ describe.skipIf(!namespacesAvailable())('evidence', () => {
     const sb = await sandbox({ id: 'oom', envd: ['-hang-in', 'api'], probeArgs: ['--kmsg', kmsg] });
     await waitForState(collector, 'oom', ['starting', 'stuck']);
     const [envdPid] = sb.pidsOf(path.join('fake-envd', 'fake-envd'));
-    fs.appendFileSync(kmsg, `3,2,5000000,-;Out of memory: Killed process ${envdPid} (fake-envd) total-vm:1000kB, anon-rss:900kB\n`);
+    // Stamped like the kernel would stamp it now (µs since boot): the collector dates kernel
+    // messages by that stamp, and only those during the target's life raise a condition.
+    const nowUs = Math.round(Number.parseFloat(fs.readFileSync('/proc/uptime', 'utf8')) * 1e6);
+    fs.appendFileSync(kmsg, `3,2,${nowUs},-;Out of memory: Killed process ${envdPid} (fake-envd) total-vm:1000kB, anon-rss:900kB\n`);
     const e = await waitFor('kernel event', async () => (await allEvents(collector, 'oom', 'kernel'))[0]);
     expect(e.data).toMatchObject({ what: 'oom', process: 'fake-envd' });
     expect((await get('oom')).conditions.some((c: any) => c.name === 'oom')).toBe(true);

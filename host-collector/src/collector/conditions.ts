@@ -37,9 +37,11 @@ export interface KernelNote {
   what: 'oom' | 'hung-task' | 'segfault';
   process?: string;
   pid?: number;
-  /** Host ms. */
+  /** When the kernel logged it, host ms. */
   at: number;
   message: string;
+  /** The kernel's own timestamp (guest ms since boot), which names one record across sessions. */
+  kernelMs?: number;
 }
 
 export interface ConditionSettings {

@@ -227,16 +227,23 @@ export class Sandbox extends EventEmitter implements SessionHost {
         this.threads.push({ at: this.clock.toHost(e.t), n: e.threads });
         if (this.threads.length > MAX_THREAD_SAMPLES) this.threads.splice(0, this.threads.length - MAX_THREAD_SAMPLES);
         return;
-      case 'kernel':
+      case 'kernel': {
+        // Dated by the kernel's timestamp, not by when the probe read the record: a probe that
+        // (re)starts reads the kernel's whole buffer, and an OOM kill from before this target
+        // started is not about it. (Never later than the read: the clocks may drift apart.)
+        const kernelMs = e.kernelMs;
+        if (kernelMs !== undefined && this.kernel.some((k) => k.kernelMs === kernelMs && k.message === e.message)) return; // read again
         this.kernel.push({
           what: e.what,
-          at: this.clock.toHost(e.t),
+          at: this.clock.toHost(kernelMs !== undefined ? Math.min(kernelMs, e.t) : e.t),
           message: e.message,
           ...(e.process !== undefined ? { process: e.process } : {}),
           ...(e.pid !== undefined ? { pid: e.pid } : {}),
+          ...(kernelMs !== undefined ? { kernelMs } : {}),
         });
         if (this.kernel.length > MAX_KERNEL_NOTES) this.kernel.shift();
         return;
+      }
       case 'system':
         this.skewMs = Math.round(e.wallMs - this.clock.toHost(e.t));
         return;
