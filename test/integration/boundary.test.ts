@@ -43,6 +43,21 @@ describe('trust boundary', () => {
     });
   }
 
+  it('web-ui/src takes only types from the collector (nothing of it reaches the browser bundle), nothing from the guest', () => {
+    const uses = sources(path.join(ROOT, 'web-ui/src')).flatMap((f) =>
+      [...fs.readFileSync(f, 'utf8').matchAll(/(?:^|\n)\s*import\s+(type\s+)?[^'"]*?from\s+['"]([^'"]+)['"]/g)].map((m) => ({
+        at: `${path.relative(ROOT, f)} → ${resolved(f, m[2]!)}`,
+        typeOnly: m[1] !== undefined,
+        spec: resolved(f, m[2]!),
+      })),
+    );
+    expect(uses.some((u) => u.spec === 'react')).toBe(true); // the scan sees real imports
+    const collector = uses.filter((u) => /^(host-collector\/|@vsockdiag\/host-collector)/.test(u.spec));
+    expect(collector.length).toBeGreaterThan(0); // the API types come from the collector's presenters
+    expect(collector.filter((u) => !u.typeOnly).map((u) => u.at)).toEqual([]);
+    expect(uses.filter((u) => /^(guest-probe\/|@vsockdiag\/guest-probe)/.test(u.spec)).map((u) => u.at)).toEqual([]);
+  });
+
   it('the guest bundle has no runtime dependency but Node and its addon', () => {
     const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'guest-probe/package.json'), 'utf8'));
     expect(Object.keys(pkg.dependencies)).toEqual(['@vsockdiag/proto']);

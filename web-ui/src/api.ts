@@ -2,7 +2,13 @@
 // helper that adds the bearer token and turns a 401 into a single, app-wide "token needed"
 // signal (the App shows the prompt once; every hook refetches when a token is entered).
 //
+// The sandbox types are those of the collector's presenters (host-collector/src/http/present.ts,
+// the one place the API's sandbox JSON is shaped): a type-only import, so nothing of the
+// collector is bundled here, and the dashboard cannot drift from what the API sends.
+//
 // Everything typed here as string may come from the guest: render it as React text only.
+
+import type { detail, summary } from '../../host-collector/src/http/present';
 
 export const STATES = ['stuck', 'exited', 'silent', 'starting', 'booting', 'registered', 'ready'] as const;
 export type State = (typeof STATES)[number];
@@ -13,138 +19,14 @@ export function stateRank(state: string): number {
   return i < 0 ? STATES.length : i;
 }
 
-export interface Condition {
-  name: string;
-  detail: string;
-  subject?: string;
-  count?: number;
-}
-
-export interface SandboxSummary {
-  id: string;
-  state: string;
-  reason: string;
-  since: string;
-  generation: number;
-  connected: boolean;
-  lastPhase: string | null;
-  conditions: Condition[];
-}
-
-export interface PhaseRecord {
-  name?: string;
-  status?: string;
-  ready?: boolean;
-  stopping?: boolean;
-  source?: string;
-  pid?: number;
-  generation: number;
-  tGuest: number | null;
-  at: string;
-}
-
-export interface TargetInfo {
-  pid: number;
-  name: string;
-  alive: boolean;
-  startedAt: string | null;
-  source?: string;
-  exitCode?: number;
-  signal?: string;
-  threads?: number;
-  rssKb?: number;
-}
-
-export interface ListenerInfo {
-  port: number;
-  bound: boolean;
-  since: string | null;
-  address?: string;
-  pid?: number;
-  acceptQueue?: number;
-  queuedSince?: number;
-}
-
-export interface HealthInfo {
-  url: string;
-  ok: boolean;
-  status?: number;
-  latencyMs: number;
-  error?: string;
-  at: string | null;
-}
-
-export interface RemoteCount {
-  address: string;
-  port: number;
-  count: number;
-}
-
-export interface SocketsInfo {
-  tcpInUse: number;
-  timeWait: number;
-  byState?: Record<string, number>;
-  top?: RemoteCount[];
-  remotesDistinct?: number;
-  at: string | null;
-}
-
-export interface SystemInfo {
-  uptimeMs: number;
-  load: number[];
-  memTotalKb: number;
-  memAvailableKb: number;
-  bootId: string;
-  wallMs: number;
-  at: string | null;
-}
-
-export interface KernelMessage {
-  what: string;
-  process?: string;
-  pid?: number;
-  at: string;
-  message: string;
-}
-
-export interface DumpRef {
-  id: number | null;
-  mode: string;
-  trigger: string;
-  at: string;
-  complete: boolean;
-  error?: string;
-  blockedIn?: string;
-  count?: number;
-}
-
-export interface SandboxDetail extends SandboxSummary {
-  udsPath: string;
-  socketPath?: string;
-  probe: {
-    instanceId: string;
-    version: string;
-    generation: number;
-    pprof: boolean;
-    listenerSource?: string;
-    fallbackReason?: string;
-    bootId?: string;
-  } | null;
-  connectedAt?: string | null;
-  disconnectedAt?: string | null;
-  target: TargetInfo | null;
-  listener: ListenerInfo | null;
-  readiness: { reportsPhases: boolean; ready: boolean; readyAt: string | null } | null;
-  health: HealthInfo | null;
-  sockets: SocketsInfo | null;
-  system: SystemInfo | null;
-  clockSkewMs: number | null;
-  kernel: KernelMessage[];
-  threads: Array<{ at: string; n: number }>;
-  phases: PhaseRecord[];
-  dumps: DumpRef[];
-  counters?: Record<string, number>;
-}
+/** A sandbox in the list (GET /v1/sandboxes) and the stream. */
+export type SandboxSummary = ReturnType<typeof summary>;
+/** One sandbox (GET /v1/sandboxes/:id). */
+export type SandboxDetail = ReturnType<typeof detail>;
+export type Condition = SandboxSummary['conditions'][number];
+export type PhaseRecord = SandboxDetail['phases'][number];
+export type RemoteCount = NonNullable<NonNullable<SandboxDetail['sockets']>['top']>[number];
+export type KernelMessage = SandboxDetail['kernel'][number];
 
 export interface SandboxEvent {
   id: number;

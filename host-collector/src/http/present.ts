@@ -1,7 +1,9 @@
 // How sandboxes look in the API: one place, so the list, the detail, the CLI and the
 // stream all agree.
 
+import type { EventOf } from '@vsockdiag/proto';
 import type { Sandbox } from '../collector/sandbox.js';
+import type { StoredEvent } from '../collector/store.js';
 import type { SandboxState } from '../collector/verdict.js';
 
 /** State and reason as every reader sees them (a socket the collector cannot listen on says so). */
@@ -30,7 +32,20 @@ export function summary(sb: Sandbox, now = Date.now()) {
   };
 }
 
-export function detail(sb: Sandbox, phases: unknown[], now = Date.now()) {
+/** A phase marker as the API lists it: what the probe reported, when, in which generation. */
+export type PhaseRecord = Omit<EventOf<'phase'>, 'kind' | 'seq' | 't'> & { generation: number; tGuest: number | null; at: string };
+
+/** The stored `phase` events (their data is what the probe sent, less kind, seq and t). */
+export function phaseRecords(events: StoredEvent[]): PhaseRecord[] {
+  return events.map((e) => ({
+    ...(e.data as Omit<EventOf<'phase'>, 'kind' | 'seq' | 't'>),
+    generation: e.generation,
+    tGuest: e.tGuest,
+    at: new Date(e.tHost).toISOString(),
+  }));
+}
+
+export function detail(sb: Sandbox, phases: PhaseRecord[], now = Date.now()) {
   const status = sb.status;
   const guestToIso = (t: number | undefined) => (t === undefined ? null : new Date(Math.round(sb.clock.toHost(t))).toISOString());
   return {

@@ -6,7 +6,7 @@ import type { Sandbox, StateChange } from '../../collector/sandbox.js';
 import type { Store } from '../../collector/store.js';
 import { STATES, type SandboxState } from '../../collector/verdict.js';
 import { ApiError } from '../errors.js';
-import { detail, summary, verdictOf } from '../present.js';
+import { detail, phaseRecords, summary, verdictOf } from '../present.js';
 
 export const MAX_READINESS_WAIT_MS = 120_000;
 export const MAX_EVENTS_LIMIT = 1000;
@@ -61,13 +61,7 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
   app.get('/v1/sandboxes/:id', async (req) => {
     const sb = find((req.params as { id: string }).id);
     const after = store.lastEventId(sb.id, 'target.found');
-    const phases = store.events(sb.id, { kind: 'phase', after, limit: 500 }).map((e) => ({
-      ...(e.data as object),
-      generation: e.generation,
-      tGuest: e.tGuest,
-      at: new Date(e.tHost).toISOString(),
-    }));
-    return detail(sb, phases);
+    return detail(sb, phaseRecords(store.events(sb.id, { kind: 'phase', after, limit: 500 })));
   });
 
   app.get('/v1/sandboxes/:id/readiness', async (req, reply) => {
