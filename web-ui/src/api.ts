@@ -3,12 +3,18 @@
 // signal (the App shows the prompt once; every hook refetches when a token is entered).
 //
 // The sandbox types are those of the collector's presenters (host-collector/src/http/present.ts,
-// the one place the API's sandbox JSON is shaped): a type-only import, so nothing of the
-// collector is bundled here, and the dashboard cannot drift from what the API sends.
+// the one place the API's sandbox JSON is shaped) and the dump groups those of its parsers:
+// type-only imports, so nothing of the collector is bundled here, and the dashboard cannot
+// drift from what the API sends.
 //
 // Everything typed here as string may come from the guest: render it as React text only.
 
+import type { Frame } from '../../host-collector/src/dumps/goroutines';
+import type { GoroutineGroup } from '../../host-collector/src/dumps/group';
+import type { ThreadGroup, ThreadSyscall } from '../../host-collector/src/dumps/threads';
 import type { detail, summary } from '../../host-collector/src/http/present';
+
+export type { Frame, GoroutineGroup, ThreadGroup, ThreadSyscall };
 
 export const STATES = ['stuck', 'exited', 'silent', 'starting', 'booting', 'registered', 'ready'] as const;
 export type State = (typeof STATES)[number];
@@ -56,45 +62,6 @@ export interface DumpBrief {
   createdAt: string;
   kind: string;
   top: { blockedIn: string; count: number } | null;
-}
-
-export interface Frame {
-  func: string;
-  pkg: string;
-  file: string;
-  line: number;
-  args?: string;
-}
-
-export interface GoroutineGroup {
-  count: number;
-  ids: number[];
-  state: string;
-  waitMinutes?: number;
-  lockedToThread: boolean;
-  elided?: boolean;
-  stackUnavailable?: boolean;
-  frames: Frame[];
-  createdBy?: Frame & { goroutine?: number };
-  blockedIn?: Frame;
-  application: boolean;
-}
-
-export type ThreadSyscall =
-  | { kind: 'syscall'; nr: number; name?: string; args: string[] }
-  | { kind: 'running' }
-  | { kind: 'none' }
-  | { kind: 'unknown' };
-
-export interface ThreadGroup {
-  count: number;
-  tids: number[];
-  comms: string[];
-  state: string;
-  wchan?: string;
-  syscall: ThreadSyscall;
-  stack: string[];
-  blockedIn: string;
 }
 
 export interface DumpFull extends DumpBrief {
