@@ -4,7 +4,6 @@
 // refused connection). One request at a time, a fresh connection each, bounded by a
 // timeout; often while failing, calmly once healthy.
 
-import type http from 'node:http';
 import type { EventBody } from '@vsockdiag/proto';
 import * as lazy from './lazy-builtins.js';
 

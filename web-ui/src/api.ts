@@ -12,7 +12,7 @@
 import type { Frame } from '../../host-collector/src/dumps/goroutines';
 import type { GoroutineGroup } from '../../host-collector/src/dumps/group';
 import type { ThreadGroup, ThreadSyscall } from '../../host-collector/src/dumps/threads';
-import type { detail, summary } from '../../host-collector/src/http/present';
+import type { detail, dumpBrief, dumpDetail, dumpDiff, summary } from '../../host-collector/src/http/present';
 
 export type { Frame, GoroutineGroup, ThreadGroup, ThreadSyscall };
 
@@ -33,6 +33,12 @@ export type Condition = SandboxSummary['conditions'][number];
 export type PhaseRecord = SandboxDetail['phases'][number];
 export type RemoteCount = NonNullable<NonNullable<SandboxDetail['sockets']>['top']>[number];
 export type KernelMessage = SandboxDetail['kernel'][number];
+/** A dump in the list (GET …/dumps), and what POST …/dumps answers. */
+export type DumpBrief = ReturnType<typeof dumpBrief>;
+/** One dump with its text and groups (GET …/dumps/:id). */
+export type DumpFull = ReturnType<typeof dumpDetail>;
+/** GET …/dumps/:id/diff. */
+export type DumpDiff = ReturnType<typeof dumpDiff>;
 
 export interface SandboxEvent {
   id: number;
@@ -46,46 +52,6 @@ export interface SandboxEvent {
 
 export const DUMP_MODES = ['threads', 'goroutines', 'native'] as const;
 export type DumpMode = (typeof DUMP_MODES)[number];
-
-export interface DumpBrief {
-  id: number;
-  sandboxId?: string;
-  generation: number;
-  mode: string;
-  source: string;
-  trigger: string;
-  complete: boolean;
-  error: string | null;
-  note?: string | null;
-  pid?: number | null;
-  bytes?: number;
-  createdAt: string;
-  kind: string;
-  top: { blockedIn: string; count: number } | null;
-}
-
-export interface DumpFull extends DumpBrief {
-  text: string;
-  goroutines?: number;
-  goroutineGroups?: GoroutineGroup[];
-  reason?: string;
-  truncated?: boolean;
-  threads?: { pid: number; comm: string; arch?: string; tasks: number; groups: ThreadGroup[] };
-}
-
-export interface DumpDiff {
-  kind: 'goroutines' | 'threads' | 'mismatch' | 'unknown';
-  older?: number;
-  newer?: number;
-  stuck?: Array<GoroutineGroup | ThreadGroup>;
-  stuckCount?: number;
-  moved?: number;
-  gone?: number;
-  appeared?: number;
-  unknown?: number;
-  complete?: boolean;
-  samePid?: boolean;
-}
 
 export interface PhaseStats {
   name: string;

@@ -1,9 +1,10 @@
-// How sandboxes look in the API: one place, so the list, the detail, the CLI and the
-// stream all agree.
+// How sandboxes and their dumps look in the API: one place, so the list, the detail, the CLI,
+// the stream and the dashboard (which takes its types from here) all agree.
 
 import type { EventOf } from '@vsockdiag/proto';
 import type { Sandbox } from '../collector/sandbox.js';
-import type { StoredEvent } from '../collector/store.js';
+import type { StoredDump, StoredEvent } from '../collector/store.js';
+import { diffAnalyses, topGroup, type DumpAnalysis } from '../dumps/analyze.js';
 import type { SandboxState } from '../collector/verdict.js';
 
 /** State and reason as every reader sees them (a socket the collector cannot listen on says so). */
@@ -73,4 +74,44 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], now = Date.now()) {
     dumps: sb.recentDumps.map((d) => ({ ...d, at: new Date(d.at).toISOString() })),
     counters: sb.counters,
   };
+}
+
+/** A dump in the list (and as POST answers it): what it is and where it points, no text. */
+export function dumpBrief(d: StoredDump) {
+  const a = d.analysis as DumpAnalysis | null;
+  return {
+    id: d.id,
+    sandboxId: d.sandboxId,
+    generation: d.generation,
+    mode: d.mode,
+    source: d.source,
+    trigger: d.trigger,
+    complete: d.complete,
+    error: d.error,
+    note: d.note,
+    pid: d.pid,
+    bytes: d.bytes,
+    createdMs: d.createdMs,
+    createdAt: new Date(d.createdMs).toISOString(),
+    kind: a?.kind ?? 'unknown',
+    top: a ? topGroup(a) : null,
+  };
+}
+
+/** One dump: its text, with the parsed structure flattened in (goroutineGroups or threads). */
+export function dumpDetail(d: StoredDump & { text: string }) {
+  const a = d.analysis as DumpAnalysis | null;
+  return {
+    ...dumpBrief(d),
+    text: d.text,
+    ...(a?.kind === 'goroutines'
+      ? { goroutines: a.goroutines, goroutineGroups: a.goroutineGroups, ...(a.reason ? { reason: a.reason } : {}), ...(a.truncated ? { truncated: true } : {}) }
+      : {}),
+    ...(a?.kind === 'threads' ? { threads: a.threads } : {}),
+  };
+}
+
+/** What changed between two dumps of one sandbox. */
+export function dumpDiff(older: StoredDump & { text: string }, newer: StoredDump & { text: string }) {
+  return { older: older.id, newer: newer.id, ...diffAnalyses(older.text, newer.text) };
 }

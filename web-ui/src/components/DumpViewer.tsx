@@ -11,8 +11,6 @@ import {
   sandboxPath,
   type DumpDiff,
   type DumpFull,
-  type GoroutineGroup,
-  type ThreadGroup,
 } from '../api';
 import { clock, fmtBytes } from '../format';
 import { useAuthEpoch } from '../hooks';
@@ -74,7 +72,7 @@ export const DumpViewer = memo(function DumpViewer({ sandboxId, dumpId }: { sand
             </h3>
             <span className="muted small">
               {clock(dump.value.createdAt)} · {dump.value.trigger} · via {dump.value.source} · generation {dump.value.generation} ·{' '}
-              {fmtBytes(dump.value.bytes ?? dump.value.text.length)}
+              {fmtBytes(dump.value.bytes)}
             </span>
             {!dump.value.complete && (
               <span className="tag tag-warn" data-testid="dump-incomplete">
@@ -154,15 +152,11 @@ function DiffBody({ d }: { d: DumpDiff }) {
   return (
     <>
       <p data-testid="diff-summary">
-        Since dump #{d.older}: <b className={d.stuckCount ? 'bad' : ''}>{d.stuckCount ?? 0} {what} did not move</b>, {d.moved ?? 0} moved,{' '}
-        {d.gone ?? 0} gone, {d.appeared ?? 0} appeared{d.complete === false ? ' (counts cover listed members only)' : ''}.
+        Since dump #{d.older}: <b className={d.stuckCount ? 'bad' : ''}>{d.stuckCount} {what} did not move</b>, {d.moved} moved,{' '}
+        {d.gone} gone, {d.appeared} appeared{d.kind === 'goroutines' && !d.complete ? ' (counts cover listed members only)' : ''}.
       </p>
-      {d.stuck && d.stuck.length > 0 ? (
-        d.kind === 'threads' ? (
-          <ThreadTable groups={d.stuck as ThreadGroup[]} testId="diff-stuck" />
-        ) : (
-          <GoroutineTable groups={d.stuck as GoroutineGroup[]} testId="diff-stuck" />
-        )
+      {d.stuck.length > 0 ? (
+        d.kind === 'threads' ? <ThreadTable groups={d.stuck} testId="diff-stuck" /> : <GoroutineTable groups={d.stuck} testId="diff-stuck" />
       ) : null}
     </>
   );

@@ -5,30 +5,9 @@ import type { FastifyInstance } from 'fastify';
 import { DUMP_MODES, type DumpMode } from '@vsockdiag/proto';
 import { DumpError, type DumpService } from '../../collector/dump-service.js';
 import type { Registry } from '../../collector/registry.js';
-import type { StoredDump, Store } from '../../collector/store.js';
-import { diffAnalyses, topGroup, type DumpAnalysis } from '../../dumps/analyze.js';
+import type { Store } from '../../collector/store.js';
 import { ApiError } from '../errors.js';
-
-/** A dump as the API shows it: the parsed structure flattened in (goroutineGroups or threads). */
-function present(d: StoredDump & { text?: string }) {
-  const { analysis, ...rest } = d;
-  const a = analysis as DumpAnalysis | null;
-  return {
-    ...rest,
-    createdAt: new Date(d.createdMs).toISOString(),
-    kind: a?.kind ?? 'unknown',
-    top: a ? topGroup(a) : null,
-    ...(a?.kind === 'goroutines' ? { goroutines: a.goroutines, goroutineGroups: a.goroutineGroups, ...(a.reason ? { reason: a.reason } : {}), ...(a.truncated ? { truncated: true } : {}) } : {}),
-    ...(a?.kind === 'threads' ? { threads: a.threads } : {}),
-  };
-}
-
-/** The list: no text, no groups, just what each dump is and where it points. */
-function brief(d: StoredDump) {
-  const { analysis, ...rest } = d;
-  const a = analysis as DumpAnalysis | null;
-  return { ...rest, createdAt: new Date(d.createdMs).toISOString(), kind: a?.kind ?? 'unknown', top: a ? topGroup(a) : null };
-}
+import { dumpBrief, dumpDetail, dumpDiff } from '../present.js';
 
 export async function dumpRoutes(app: FastifyInstance, opts: { registry: Registry; store: Store; dumps: DumpService }): Promise<void> {
   const { registry, store, dumps } = opts;
@@ -52,7 +31,7 @@ export async function dumpRoutes(app: FastifyInstance, opts: { registry: Registr
     if (body.destructive !== undefined && typeof body.destructive !== 'boolean') throw new ApiError('BAD_REQUEST', 'destructive must be true or false');
     try {
       const d = await dumps.take(sb, { mode, destructive: body.destructive === true, trigger: 'api' });
-      return reply.code(201).send(brief(d));
+      return reply.code(201).send(dumpBrief(d));
     } catch (err) {
       if (err instanceof DumpError) {
         throw new ApiError(err.code === 'TIMEOUT' ? 'DUMP_TIMEOUT' : err.code, err.message);
@@ -63,13 +42,13 @@ export async function dumpRoutes(app: FastifyInstance, opts: { registry: Registr
 
   app.get('/v1/sandboxes/:id/dumps', async (req) => {
     const sb = sandbox((req.params as { id: string }).id);
-    return { dumps: store.listDumps(sb.id).map(brief) };
+    return { dumps: store.listDumps(sb.id).map(dumpBrief) };
   });
 
   app.get('/v1/sandboxes/:id/dumps/:dumpId', async (req) => {
     const { id, dumpId } = req.params as { id: string; dumpId: string };
     sandbox(id);
-    return present(dumpOf(id, dumpId));
+    return dumpDetail(dumpOf(id, dumpId));
   });
 
   app.get('/v1/sandboxes/:id/dumps/:dumpId/raw', async (req, reply) => {
@@ -89,6 +68,6 @@ export async function dumpRoutes(app: FastifyInstance, opts: { registry: Registr
     const against = (req.query as { against?: string }).against;
     const older = against ? dumpOf(id, against) : store.previousDump(id, newer.mode, newer.id);
     if (!older) throw new ApiError('NOT_FOUND', `no earlier ${newer.mode} dump of sandbox "${id.slice(0, 140)}" to compare with`);
-    return { older: older.id, newer: newer.id, ...diffAnalyses(older.text, newer.text) };
+    return dumpDiff(older, newer);
   });
 }
