@@ -12,7 +12,7 @@
 import type { Frame } from '../../host-collector/src/dumps/goroutines';
 import type { GoroutineGroup } from '../../host-collector/src/dumps/group';
 import type { ThreadGroup, ThreadSyscall } from '../../host-collector/src/dumps/threads';
-import type { detail, dumpBrief, dumpDetail, dumpDiff, summary } from '../../host-collector/src/http/present';
+import type { detail, dumpBrief, dumpDetail, dumpDiff, phaseStats, summary } from '../../host-collector/src/http/present';
 
 export type { Frame, GoroutineGroup, ThreadGroup, ThreadSyscall };
 
@@ -39,6 +39,8 @@ export type DumpBrief = ReturnType<typeof dumpBrief>;
 export type DumpFull = ReturnType<typeof dumpDetail>;
 /** GET …/dumps/:id/diff. */
 export type DumpDiff = ReturnType<typeof dumpDiff>;
+/** One phase name across the fleet (GET /v1/phases). */
+export type PhaseStats = ReturnType<typeof phaseStats>;
 
 export interface SandboxEvent {
   id: number;
@@ -52,15 +54,6 @@ export interface SandboxEvent {
 
 export const DUMP_MODES = ['threads', 'goroutines', 'native'] as const;
 export type DumpMode = (typeof DUMP_MODES)[number];
-
-export interface PhaseStats {
-  name: string;
-  count: number;
-  p50Ms: number;
-  p90Ms: number;
-  maxMs: number;
-  samplesMs: number[];
-}
 
 // ---- token and auth state ----
 

@@ -115,3 +115,10 @@ export function dumpDetail(d: StoredDump & { text: string }) {
 export function dumpDiff(older: StoredDump & { text: string }, newer: StoredDump & { text: string }) {
   return { older: older.id, newer: newer.id, ...diffAnalyses(older.text, newer.text) };
 }
+
+/** One phase name across the fleet (GET /v1/phases): how long it took, from its samples in ms. */
+export function phaseStats(name: string, samplesMs: readonly number[], keep: number) {
+  const sorted = [...samplesMs].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+  return { name, count: samplesMs.length, p50Ms: at(0.5), p90Ms: at(0.9), maxMs: sorted[sorted.length - 1]!, samplesMs: samplesMs.slice(-keep) };
+}

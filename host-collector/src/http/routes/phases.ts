@@ -4,6 +4,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from '../../collector/registry.js';
+import { phaseStats } from '../present.js';
 
 const MAX_SAMPLES = 500;
 
@@ -25,13 +26,6 @@ export async function phaseRoutes(app: FastifyInstance, opts: { registry: Regist
         list.push(Math.round((end - tl[i]!.t) * 1000) / 1000);
       }
     }
-    return {
-      phases: order.map((name) => {
-        const all = byName.get(name)!;
-        const sorted = [...all].sort((a, b) => a - b);
-        const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-        return { name, count: all.length, p50Ms: at(0.5), p90Ms: at(0.9), maxMs: sorted[sorted.length - 1]!, samplesMs: all.slice(-MAX_SAMPLES) };
-      }),
-    };
+    return { phases: order.map((name) => phaseStats(name, byName.get(name)!, MAX_SAMPLES)) };
   });
 }
