@@ -198,5 +198,6 @@ export function usage(): string {
     '  --print-config'.padEnd(width) + 'print the resulting settings and where each came from',
     '',
     'Each flag can also be set as VSOCKDIAG_<NAME> in the environment or vsockdiag.<name>=... on the kernel command line.',
+    'VSOCKDIAG_CODE_CACHE=report says on stderr whether the start-up code cache (vsockdiag-probe.bundle.cache) was used.',
   ].join('\n') + '\n';
 }
