@@ -5,6 +5,7 @@
 import { useEffect, useSyncExternalStore } from 'react';
 import { auth } from './api';
 import { LiveStatus } from './components/LiveStatus';
+import { useAuthEpoch } from './hooks';
 import { TokenPrompt } from './components/TokenPrompt';
 import { Fleet } from './pages/Fleet';
 import { SandboxPage } from './pages/Sandbox';
@@ -15,7 +16,7 @@ export function App() {
   const pathname = usePathname();
   const route = matchRoute(pathname);
   const needToken = useSyncExternalStore(auth.subscribe, auth.needToken);
-  const epoch = useSyncExternalStore(auth.subscribe, auth.epoch);
+  const epoch = useAuthEpoch();
 
   useEffect(() => {
     stream.start();

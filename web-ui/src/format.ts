@@ -30,22 +30,21 @@ export function since(iso: string | null | undefined, now: number): string {
   const t = Date.parse(iso);
   if (!Number.isFinite(t)) return '—';
   const s = Math.max(0, Math.floor((now - t) / 1000));
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
-  if (s < 86_400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
-  return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`;
+  return s < 60 ? `${s}s` : fmtMs(s * 1000);
 }
 
 const int = new Intl.NumberFormat('en-US');
 export const fmtInt = (n: number | null | undefined) => (n === null || n === undefined ? '—' : int.format(n));
 
-/** 12:28:49.888 (local time). */
-export function clock(iso: string | null | undefined): string {
-  if (!iso) return '—';
-  const d = new Date(iso);
+/** Zero-padded to two digits (or `w`): 09, 007. */
+export const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+
+/** 12:28:49.888 (local time), from an ISO time or epoch ms. */
+export function clock(t: string | number | null | undefined): string {
+  if (t === null || t === undefined || t === '') return '—';
+  const d = new Date(t);
   if (Number.isNaN(d.getTime())) return '—';
-  const p = (n: number, w = 2) => String(n).padStart(w, '0');
-  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
 }
 
 export function fmtKb(kb: number | null | undefined): string {

@@ -21,7 +21,6 @@ const BUFFERS = {
   sessions: ['session.open'],
   listener: ['listener.bound', 'listener.unbound'],
   logs: ['log.lines'],
-  targets: ['target.found', 'target.exit'],
 } as const;
 type BufferName = keyof typeof BUFFERS;
 
@@ -34,7 +33,6 @@ const LIMITS: Record<BufferName, number> = {
   sessions: 500,
   listener: 1000,
   logs: KEEP_LOG_BATCHES,
-  targets: 500,
 };
 
 export type SandboxEvents = Record<BufferName, SandboxEvent[]>;
@@ -50,8 +48,19 @@ export interface SandboxView {
   version: number;
 }
 
+/** Before anything loaded (views are replaced, never changed in place, so one serves all). */
+const EMPTY: SandboxView = {
+  detail: null,
+  events: { sockets: [], states: [], sessions: [], listener: [], logs: [] },
+  historyLoaded: false,
+  error: null,
+  notFound: false,
+  removed: false,
+  version: 0,
+};
+
 class SandboxFeed {
-  private view: SandboxView;
+  private view = EMPTY;
   private seen = new Set<number>();
   private cursor = 0;
   private listeners = new Set<() => void>();
@@ -63,17 +72,7 @@ class SandboxFeed {
   private catchingUp = false;
   private notifyTimer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(readonly id: string) {
-    this.view = {
-      detail: null,
-      events: { sockets: [], states: [], sessions: [], listener: [], logs: [], targets: [] },
-      historyLoaded: false,
-      error: null,
-      notFound: false,
-      removed: false,
-      version: 0,
-    };
-  }
+  constructor(readonly id: string) {}
 
   subscribe = (l: () => void) => {
     this.listeners.add(l);
@@ -91,6 +90,11 @@ class SandboxFeed {
         this.emit();
       }, 50);
       return;
+    }
+    // Now: a render already due soon would only repeat this one.
+    if (this.notifyTimer) {
+      clearTimeout(this.notifyTimer);
+      this.notifyTimer = null;
     }
     this.view = { ...this.view, version: this.view.version + 1 };
     for (const l of this.listeners) l();
@@ -221,8 +225,6 @@ class SandboxFeed {
       recent('listener.bound', 2000),
       recent('listener.unbound', 2000),
       recent('log.lines', KEEP_LOG_BATCHES),
-      recent('target.found', 1000),
-      recent('target.exit', 1000),
     ];
     const results = await Promise.allSettled(loads);
     if (!this.alive) return;
@@ -251,7 +253,7 @@ class SandboxFeed {
 }
 
 /** The sandbox page's data; a fresh feed per sandbox id (and per token entered). */
-export function useSandboxFeed(id: string): SandboxView & { refresh: () => void } {
+export function useSandboxFeed(id: string): SandboxView {
   const epoch = useAuthEpoch();
   const [feed, setFeed] = useState<SandboxFeed | null>(null);
   useEffect(() => {
@@ -261,17 +263,8 @@ export function useSandboxFeed(id: string): SandboxView & { refresh: () => void 
     return () => f.stop();
   }, [id, epoch]);
   const view = useSyncExternalStore(feed?.subscribe ?? noopSubscribe, feed?.getView ?? emptyView);
-  return { ...view, refresh: () => void feed?.loadDetail() };
+  return view;
 }
 
 const noopSubscribe = () => () => {};
-const EMPTY: SandboxView = {
-  detail: null,
-  events: { sockets: [], states: [], sessions: [], listener: [], logs: [], targets: [] },
-  historyLoaded: false,
-  error: null,
-  notFound: false,
-  removed: false,
-  version: 0,
-};
 const emptyView = () => EMPTY;

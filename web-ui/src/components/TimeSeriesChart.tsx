@@ -2,10 +2,8 @@
 
 import { useMemo } from 'react';
 import type uPlot from 'uplot';
-import { fmtInt } from '../format';
+import { fmtInt, pad } from '../format';
 import { UPlotChart } from './UPlotChart';
-
-const pad = (n: number) => String(n).padStart(2, '0');
 
 /** One-line local time labels: HH:MM:SS, or HH:MM when the ticks are minutes apart. */
 function timeLabels(_u: uPlot, splits: number[], _axis: number, _space: number, incr: number): string[] {

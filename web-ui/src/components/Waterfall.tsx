@@ -78,7 +78,7 @@ export function Waterfall({ detail, events, now }: { detail: SandboxDetail; even
   return (
     <section className="panel" data-testid="waterfall">
       <h2>
-        Boot waterfall <span className="muted small">from {clock(new Date(origin).toISOString())}, {fmtMs(span)} shown</span>
+        Boot waterfall <span className="muted small">from {clock(origin)}, {fmtMs(span)} shown</span>
       </h2>
       <div className="wf">
         <div className="wf-row wf-axis">
@@ -143,12 +143,12 @@ export function Waterfall({ detail, events, now }: { detail: SandboxDetail; even
                 </div>
                 <div className="wf-track">
                   {b.milestone ? (
-                    <span className="wf-milestone" style={{ left: `${left}%` }} title={clock(new Date(b.start).toISOString())} />
+                    <span className="wf-milestone" style={{ left: `${left}%` }} title={clock(b.start)} />
                   ) : (
                     <span
                       className="wf-bar"
                       style={{ left: `${left}%`, width: `${width}%` }}
-                      title={`${clock(new Date(b.start).toISOString())} → ${b.ongoing ? 'now' : clock(new Date(b.end).toISOString())}`}
+                      title={`${clock(b.start)} → ${b.ongoing ? 'now' : clock(b.end)}`}
                     />
                   )}
                   <span className={`wf-dur ${inside ? 'inside' : ''}`} style={durStyle} data-testid="phase-duration">
