@@ -282,3 +282,32 @@ describe('decide(): exited and silent', () => {
     expect(decide(i)).toEqual(decide(i));
   });
 });
+
+describe('decide(input, false): the state without the text', () => {
+  it('decides exactly what decide(input) decides, for every branch', () => {
+    const cases: VerdictInput[] = [
+      input({ now: 1000, status: null as unknown as ProbeStatus }),
+      input({ now: 2000, status: status({ target: null }) }),
+      input({ now: 2000, status: status({ target: {} }) }),
+      input({ now: 9000, status: status({ target: {} }) }),
+      input({ now: 40_000, status: status({ target: {}, phases: { reported: true, last: { name: 'a', t: 39_000 } } }) }),
+      input({ now: 3000, status: status({ target: {}, listener: { bound: true, since: 2000, pid: PID } }) }),
+      input({ now: 3000, status: status({ target: {}, listener: { bound: true, since: 2000, pid: 7 } }) }),
+      input({ now: 3000, status: status({ target: {}, listener: { bound: false, since: 2500 } }) }),
+      input({
+        now: 3000,
+        status: status({ target: {}, listener: { bound: true, since: 2000 } }),
+        conditions: [{ name: 'not-accepting', detail: 'x' }, { name: 'clock-skew', detail: 'y' }],
+        conditionsRecheckAt: 2500,
+      }),
+      input({ now: 3000, status: status({ target: { alive: false, exitCode: 1 } }) }),
+      input({ now: 3000, connected: false, disconnectedAt: 2000, status: status({ target: {} }) }),
+    ];
+    for (const c of cases) {
+      const full = decide(c);
+      const bare = decide(c, false);
+      expect([bare.state, bare.recheckAt]).toEqual([full.state, full.recheckAt]);
+      expect(full.reason).not.toBe('');
+    }
+  });
+});

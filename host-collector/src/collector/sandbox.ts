@@ -316,16 +316,19 @@ export class Sandbox extends EventEmitter implements SessionHost {
     if (this.closed) return;
     const now = Date.now();
     const conditionsNow = this.currentConditions(now);
-    const v = decide(this.verdictInput(now, conditionsNow));
+    const input = this.verdictInput(now, conditionsNow);
+    // The reason text only when the state changed (same input, same now: the same verdict).
+    const v = decide(input, false);
     const previous = this.decided;
     this.decided = v.state;
     this.noteConditions(conditionsNow);
     this.emit('changed');
     if (v.state !== previous) {
+      const { reason } = decide(input);
       this.stateSince = now;
-      this.record('state', { state: v.state, previous, reason: v.reason });
-      this.log.info({ sandbox: this.id, state: v.state, previous, reason: v.reason }, 'state changed');
-      const change: StateChange = { id: this.id, state: v.state, previous, reason: v.reason, generation: this.generation };
+      this.record('state', { state: v.state, previous, reason });
+      this.log.info({ sandbox: this.id, state: v.state, previous, reason }, 'state changed');
+      const change: StateChange = { id: this.id, state: v.state, previous, reason, generation: this.generation };
       this.emit('state', change);
     }
     if (this.timer) clearTimeout(this.timer);

@@ -45,16 +45,20 @@ const ago = (now: number, at: number) => `${formatDuration(Math.max(0, now - at)
 const IN_READINESS = new Set(['not-accepting', 'health-failing']);
 const NO_CONDITIONS: readonly Condition[] = [];
 
-export function decide(v: VerdictInput): Verdict {
-  const base = decideState(v);
+/**
+ * The verdict. `explain: false` leaves the reason empty: the collector re-decides on every batch
+ * of every sandbox and needs the text only when the state changes (readers ask for it fresh).
+ */
+export function decide(v: VerdictInput, explain = true): Verdict {
+  const base = decideState(v, explain);
   let reason = base.reason;
-  for (const c of v.conditions ?? NO_CONDITIONS) if (!IN_READINESS.has(c.name)) reason += `; ${c.name}: ${c.detail}`;
+  if (explain) for (const c of v.conditions ?? NO_CONDITIONS) if (!IN_READINESS.has(c.name)) reason += `; ${c.name}: ${c.detail}`;
   const other = v.conditionsRecheckAt ?? null;
   const recheckAt = base.recheckAt === null ? other : other === null ? base.recheckAt : Math.min(base.recheckAt, other);
   return reason === base.reason && recheckAt === base.recheckAt ? base : { state: base.state, reason, recheckAt };
 }
 
-function decideState(v: VerdictInput): Verdict {
+function decideState(v: VerdictInput, explain: boolean): Verdict {
   const { now, status } = v;
   if (!status) {
     return { state: 'registered', reason: 'waiting for the probe to connect', recheckAt: null };
@@ -64,6 +68,7 @@ function decideState(v: VerdictInput): Verdict {
   const port = status.listener.port;
 
   if (target && !target.alive) {
+    if (!explain) return { state: 'exited', reason: '', recheckAt: null };
     const how =
       target.signal !== undefined
         ? `killed by ${target.signal}`
@@ -76,6 +81,7 @@ function decideState(v: VerdictInput): Verdict {
   }
 
   if (!v.connected) {
+    if (!explain) return { state: 'silent', reason: '', recheckAt: null };
     const since = v.disconnectedAt ?? now;
     const why = v.disconnectReason ? ` (${v.disconnectReason})` : '';
     return { state: 'silent', reason: `probe silent since ${ago(now, since)}${why}`, recheckAt: null };
@@ -85,13 +91,12 @@ function decideState(v: VerdictInput): Verdict {
     const since = v.connectedAt ?? now;
     return {
       state: 'booting',
-      reason: `probe connected ${ago(now, since)}, ${name} not seen yet`,
+      reason: explain ? `probe connected ${ago(now, since)}, ${name} not seen yet` : '',
       recheckAt: null,
     };
   }
 
   const startedAt = v.toHost(target.startedAt);
-  const alive = `${name} alive ${formatDuration(Math.max(0, now - startedAt))}`;
   const listener = status.listener;
   const ownedByOther = listener.bound && listener.pid !== undefined && listener.pid !== target.pid;
   const needsReady = status.phases.reported && !status.phases.ready;
@@ -102,51 +107,40 @@ function decideState(v: VerdictInput): Verdict {
     const ready = status.phases.reported ? ', READY=1' : '';
     return {
       state: 'ready',
-      reason: `${name} (pid ${target.pid}) listening on :${port} since ${ago(now, v.toHost(listener.since ?? 0))}${ready}`,
+      reason: explain ? `${name} (pid ${target.pid}) listening on :${port} since ${ago(now, v.toHost(listener.since ?? 0))}${ready}` : '',
       recheckAt: null,
     };
   }
 
+  // Not ready: which kind of stuck (or still starting), and until when; then, if asked, why.
   const last = status.phases.last;
-  const lastPhase = last
-    ? `last phase ${describePhase(last)} ${ago(now, v.toHost(last.t))}`
-    : 'no phase reported';
+  // A listener that was bound during this process's life and went away.
+  const vanishedAt = !listener.bound && listener.since !== undefined && listener.since >= target.startedAt ? listener.since : undefined;
+  const progressAt = Math.max(startedAt, last ? v.toHost(last.t) : startedAt);
+  const stallAt = progressAt + v.stallAfterMs;
+  const deadlineAt = startedAt + v.startDeadlineMs;
+  let verdict: Verdict;
+  if (vanishedAt !== undefined) verdict = { state: 'stuck', reason: '', recheckAt: null };
+  // A listener whose queue never drains is stuck now: the condition already waited stall-after.
+  else if (notAccepting) verdict = { state: 'stuck', reason: '', recheckAt: null };
+  else if (now >= deadlineAt) verdict = { state: 'stuck', reason: '', recheckAt: null };
+  else if (now >= stallAt) verdict = { state: 'stuck', reason: '', recheckAt: deadlineAt };
+  else verdict = { state: 'starting', reason: '', recheckAt: Math.min(stallAt, deadlineAt) };
+  if (!explain) return verdict;
+
+  const alive = `${name} alive ${formatDuration(Math.max(0, now - startedAt))}`;
+  const lastPhase = last ? `last phase ${describePhase(last)} ${ago(now, v.toHost(last.t))}` : 'no phase reported';
   let what: string;
   if (ownedByOther) what = `:${port} is held by pid ${listener.pid}, not ${name}`;
   else if (listener.bound && notAccepting) what = `listening on :${port} but not accepting (${notAccepting.detail})`;
   else if (listener.bound && unhealthy) what = `listening on :${port} but not answering (${unhealthy.detail})`;
   else if (listener.bound) what = `listening on :${port} but start-up never finished (no READY=1)`;
   else what = `nothing listening on :${port}`;
-
-  // A listener that was bound during this process's life and went away.
-  const vanishedAt = !listener.bound && listener.since !== undefined && listener.since >= target.startedAt ? listener.since : undefined;
-  if (vanishedAt !== undefined) {
-    return {
-      state: 'stuck',
-      reason: `${alive}, listener on :${port} vanished ${ago(now, v.toHost(vanishedAt))}, ${lastPhase}`,
-      recheckAt: null,
-    };
-  }
-
-  // A listener whose queue never drains is stuck now: the condition already waited stall-after.
-  if (notAccepting) {
-    return { state: 'stuck', reason: `${alive}, ${what}, ${lastPhase}`, recheckAt: null };
-  }
-
-  const progressAt = Math.max(startedAt, last ? v.toHost(last.t) : startedAt);
-  const stallAt = progressAt + v.stallAfterMs;
-  const deadlineAt = startedAt + v.startDeadlineMs;
-  if (now >= deadlineAt) {
-    return {
-      state: 'stuck',
-      reason: `${alive}, ${what}, not ready by the ${formatDuration(v.startDeadlineMs)} start deadline, ${lastPhase}`,
-      recheckAt: null,
-    };
-  }
-  if (now >= stallAt) {
-    return { state: 'stuck', reason: `${alive}, ${what}, ${lastPhase}`, recheckAt: deadlineAt };
-  }
-  return { state: 'starting', reason: `${alive}, ${what}, ${lastPhase}`, recheckAt: Math.min(stallAt, deadlineAt) };
+  if (vanishedAt !== undefined) verdict.reason = `${alive}, listener on :${port} vanished ${ago(now, v.toHost(vanishedAt))}, ${lastPhase}`;
+  else if (!notAccepting && now >= deadlineAt) {
+    verdict.reason = `${alive}, ${what}, not ready by the ${formatDuration(v.startDeadlineMs)} start deadline, ${lastPhase}`;
+  } else verdict.reason = `${alive}, ${what}, ${lastPhase}`;
+  return verdict;
 }
 
 function describePhase(p: { name?: string; status?: string }): string {
