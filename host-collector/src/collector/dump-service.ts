@@ -144,8 +144,7 @@ export class DumpService {
       ...(top ? { blockedIn: top.blockedIn, count: top.count } : {}),
     });
     this.log.info({ sandbox: sb.id, dump: id, mode: req.mode, trigger: req.trigger, bytes: text.length, complete, error }, 'dump stored');
-    const { text: _text, ...stored } = this.store.getDump(sb.id, id)!;
-    return stored;
+    return this.store.dumpInfo(sb.id, id)!;
   }
 
   private async autoDumps(id: string): Promise<void> {

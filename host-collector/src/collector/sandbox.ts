@@ -131,8 +131,8 @@ export class Sandbox extends EventEmitter implements SessionHost {
    * the millisecond before a threshold's timer fires: then the transition is recorded here,
    * so what the API shows and the state history never disagree.
    */
-  currentVerdict(now = Date.now()): Verdict {
-    const v = decide(this.verdictInput(now, this.currentConditions(now)));
+  currentVerdict(now = Date.now(), conditionsNow = this.currentConditions(now)): Verdict {
+    const v = decide(this.verdictInput(now, conditionsNow));
     if (v.state !== this.decided) this.evaluate();
     return v;
   }

@@ -96,6 +96,7 @@ export class Store {
   private readonly stmt;
   /** One transaction inserting every queued row (made once: better-sqlite3 builds a wrapper per call). */
   private readonly commitBatch: (batch: Pending[]) => void;
+  private readonly eventQueries = new Map<string, Database.Statement>();
 
   constructor(dataDir: string) {
     fs.mkdirSync(dataDir, { recursive: true });
@@ -170,6 +171,7 @@ export class Store {
         `SELECT ${DUMP_COLUMNS} FROM dumps WHERE sandbox_id = ? ORDER BY id DESC LIMIT ?`,
       ),
       getDump: this.db.prepare(`SELECT ${DUMP_COLUMNS}, text FROM dumps WHERE sandbox_id = ? AND id = ?`),
+      dumpInfo: this.db.prepare(`SELECT ${DUMP_COLUMNS} FROM dumps WHERE sandbox_id = ? AND id = ?`),
       previousDump: this.db.prepare(
         `SELECT ${DUMP_COLUMNS}, text FROM dumps WHERE sandbox_id = ? AND mode = ? AND id < ? AND error IS NULL ORDER BY id DESC LIMIT 1`,
       ),
@@ -293,11 +295,12 @@ export class Store {
     if (q.before !== undefined) where.push('id < @before');
     if (q.kind) where.push(q.kind.endsWith('.') ? "kind LIKE @kindPrefix ESCAPE '\\'" : 'kind = @kind');
     if (q.generation !== undefined) where.push('generation = @generation');
-    const rows = this.db
-      .prepare(
-        `SELECT id, sandbox_id AS sandboxId, generation, seq, kind, t_guest AS tGuest, t_host AS tHost, data
-         FROM events WHERE ${where.join(' AND ')} ORDER BY id ${q.order === 'desc' ? 'DESC' : 'ASC'} LIMIT @limit`,
-      )
+    const sql = `SELECT id, sandbox_id AS sandboxId, generation, seq, kind, t_guest AS tGuest, t_host AS tHost, data
+         FROM events WHERE ${where.join(' AND ')} ORDER BY id ${q.order === 'desc' ? 'DESC' : 'ASC'} LIMIT @limit`;
+    // A few dozen shapes at most (filters × order): each compiled once.
+    let statement = this.eventQueries.get(sql);
+    if (!statement) this.eventQueries.set(sql, (statement = this.db.prepare(sql)));
+    const rows = statement
       .all({
         sandboxId,
         after: q.after ?? 0,
@@ -331,15 +334,19 @@ export class Store {
     return (this.stmt.listDumps.all(sandboxId, limit) as DumpRow[]).map(fromDumpRow);
   }
 
+  /** A dump without its text (which stays compressed in the database). */
+  dumpInfo(sandboxId: string, id: number): StoredDump | null {
+    const row = this.stmt.dumpInfo.get(sandboxId, id) as DumpRow | undefined;
+    return row ? fromDumpRow(row) : null;
+  }
+
   getDump(sandboxId: string, id: number): (StoredDump & { text: string }) | null {
-    const row = this.stmt.getDump.get(sandboxId, id) as (DumpRow & { text: Buffer }) | undefined;
-    return row ? { ...fromDumpRow(row), text: zlib.gunzipSync(row.text).toString('utf8') } : null;
+    return withText(this.stmt.getDump.get(sandboxId, id) as (DumpRow & { text: Buffer }) | undefined);
   }
 
   /** The newest successful dump of the same mode before `id`. */
   previousDump(sandboxId: string, mode: string, id: number): (StoredDump & { text: string }) | null {
-    const row = this.stmt.previousDump.get(sandboxId, mode, id) as (DumpRow & { text: Buffer }) | undefined;
-    return row ? { ...fromDumpRow(row), text: zlib.gunzipSync(row.text).toString('utf8') } : null;
+    return withText(this.stmt.previousDump.get(sandboxId, mode, id) as (DumpRow & { text: Buffer }) | undefined);
   }
 
   /** Id of the newest event of a kind (0 if none). */
@@ -370,6 +377,9 @@ interface DumpRow extends Omit<StoredDump, 'complete' | 'analysis'> {
 }
 
 function fromDumpRow(r: DumpRow): StoredDump {
-  const { text: _text, ...rest } = r as DumpRow & { text?: unknown };
-  return { ...rest, complete: r.complete === 1, analysis: JSON.parse(r.analysis) as unknown };
+  return { ...r, complete: r.complete === 1, analysis: JSON.parse(r.analysis) as unknown };
+}
+
+function withText(row: (DumpRow & { text: Buffer }) | undefined): (StoredDump & { text: string }) | null {
+  return row ? { ...fromDumpRow(row), text: zlib.gunzipSync(row.text).toString('utf8') } : null;
 }

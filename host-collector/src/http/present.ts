@@ -8,13 +8,14 @@ import { diffAnalyses, topGroup, type DumpAnalysis } from '../dumps/analyze.js';
 import type { SandboxState } from '../collector/verdict.js';
 
 /** State and reason as every reader sees them (a socket the collector cannot listen on says so). */
-export function verdictOf(sb: Sandbox, now = Date.now()): { state: SandboxState; reason: string } {
-  const v = sb.currentVerdict(now);
+export function verdictOf(sb: Sandbox, now = Date.now(), conditionsNow = sb.currentConditions(now)): { state: SandboxState; reason: string } {
+  const v = sb.currentVerdict(now, conditionsNow);
   return { state: v.state, reason: sb.listenError ? `cannot listen on ${sb.socketPath}: ${sb.listenError}` : v.reason };
 }
 
 export function summary(sb: Sandbox, now = Date.now()) {
-  const v = verdictOf(sb, now);
+  const conditionsNow = sb.currentConditions(now);
+  const v = verdictOf(sb, now, conditionsNow);
   const status = sb.status;
   return {
     id: sb.id,
@@ -24,7 +25,7 @@ export function summary(sb: Sandbox, now = Date.now()) {
     generation: sb.generation,
     connected: sb.session !== null,
     lastPhase: status?.phases.last?.name ?? status?.phases.last?.status ?? null,
-    conditions: sb.currentConditions(now).map(({ name, detail, subject, count }) => ({
+    conditions: conditionsNow.map(({ name, detail, subject, count }) => ({
       name,
       detail,
       ...(subject !== undefined ? { subject } : {}),
