@@ -4,8 +4,9 @@
 
 import type { ProbeEvent, ProbeStatus } from './events.js';
 
-/** Process start times come in 10 ms clock ticks; event times are as coarse at their anchor. */
-const CLOCK_SLACK_MS = 50;
+/** Process start times come in 10 ms clock ticks; event times are as coarse at their anchor:
+ *  a phase this close before a target's start is still its own. */
+export const CLOCK_SLACK_MS = 50;
 
 export function initialStatus(expectPort: number): ProbeStatus {
   return {

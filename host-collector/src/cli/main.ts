@@ -7,8 +7,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { WebSocket } from 'ws';
-import { parseDuration } from '@vsockdiag/proto';
+import { DUMP_MODES, parseDuration } from '@vsockdiag/proto';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
+import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { createLogger } from '../collector/logger.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
 import { ClientError, CollectorClient } from './client.js';
@@ -57,7 +58,7 @@ export function buildProgram(): Command {
     .option('--stall-after <d>', 'stuck when no new phase for this long', parseDuration, DEFAULT_COLLECTOR_OPTIONS.stallAfterMs)
     .option('--start-deadline <d>', 'stuck when not ready this long after the target started', parseDuration, DEFAULT_COLLECTOR_OPTIONS.startDeadlineMs)
     .addOption(new Option('--on-stuck <what>', "dumps taken on entering stuck: 'threads' (harmless) or 'quit' (also SIGQUIT's Go dump; envd restarts)").choices(['threads', 'quit']).default('threads'))
-    .option('--storm-threshold <n>', 'raise socket-storm when one remote endpoint holds this many sockets', int('--storm-threshold'), 500)
+    .option('--storm-threshold <n>', 'raise socket-storm when one remote endpoint holds this many sockets', int('--storm-threshold'), DEFAULT_CONDITION_SETTINGS.stormThreshold)
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
     .action(async (o, cmd: Command) => {
@@ -167,7 +168,7 @@ export function buildProgram(): Command {
   program
     .command('dump <id>')
     .description("take a dump of a sandbox's target: threads (harmless), goroutines (pprof, or SIGQUIT with --destructive), native")
-    .addOption(new Option('--mode <mode>', 'what to dump').choices(['threads', 'goroutines', 'native']).default('threads'))
+    .addOption(new Option('--mode <mode>', 'what to dump').choices([...DUMP_MODES]).default('threads'))
     .option('--destructive', 'allow SIGQUIT for a Go dump (envd exits; its supervisor restarts it)')
     .option('--out <file>', 'also write the raw dump text to this file')
     .option('--json', 'JSON output (the dump with its parsed groups)')

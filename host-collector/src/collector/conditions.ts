@@ -11,7 +11,7 @@
 //   oom, hung-task, segfault   the kernel said so, during the current target's life
 //   clock-skew      the guest's wall clock is off from the host's
 
-import { formatDuration, type ProbeStatus } from '@vsockdiag/proto';
+import { KERNEL_KINDS, formatDuration, type ProbeStatus } from '@vsockdiag/proto';
 
 export const CONDITION_NAMES = [
   'socket-storm',
@@ -34,7 +34,7 @@ export interface Condition {
 }
 
 export interface KernelNote {
-  what: 'oom' | 'hung-task' | 'segfault';
+  what: (typeof KERNEL_KINDS)[number];
   process?: string;
   pid?: number;
   /** When the kernel logged it, host ms. */
@@ -76,7 +76,6 @@ export interface ConditionInput {
 }
 
 const num = (n: number) => n.toLocaleString('en-US');
-const KERNEL_KINDS = ['oom', 'hung-task', 'segfault'] as const;
 const NONE: readonly Condition[] = Object.freeze([]);
 const added = (list: Condition[] | null, c: Condition): Condition[] => {
   (list ??= []).push(c);

@@ -7,7 +7,7 @@
 
 import net from 'node:net';
 import { FrameDecoder, decodeProbeMessage, encodeMessage, type Hello } from '@vsockdiag/proto';
-import { RequestError, Requests, type Answer } from './requests.js';
+import { RequestError, Requests, type Answer, type ProbeCommand } from './requests.js';
 
 /** Firecracker's reply line is short: "OK 1073741824\n". */
 const MAX_REPLY_LINE = 32;
@@ -19,7 +19,7 @@ export interface CommandPortAnswer extends Answer {
 export async function requestViaCommandPort(
   udsPath: string,
   port: number,
-  command: { op: 'status' | 'dump'; mode?: 'threads' | 'goroutines' | 'native'; destructive?: boolean },
+  command: ProbeCommand,
   timeoutMs: number,
 ): Promise<CommandPortAnswer> {
   const socket = net.connect({ path: udsPath });

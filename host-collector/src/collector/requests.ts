@@ -2,9 +2,11 @@
 // `dump.chunk`s for the same id. Used on the probe's own session and on host-initiated
 // command-port connections alike. Every request is bounded in time and in bytes.
 
-import { MAX_DUMP_BYTES, type ProbeMessageOf } from '@vsockdiag/proto';
+import { MAX_DUMP_BYTES, type CollectorMessageOf, type ProbeMessageOf } from '@vsockdiag/proto';
 
 export type Result = ProbeMessageOf<'result'>;
+/** What a request asks of the probe (the command message without its type and id). */
+export type ProbeCommand = Omit<CollectorMessageOf<'command'>, 'type' | 'id'>;
 
 export interface Answer {
   result: Result;

@@ -5,7 +5,7 @@
 
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
-import { applyEvent, listen, type Hello, type ProbeEvent, type ProbeStatus } from '@vsockdiag/proto';
+import { CLOCK_SLACK_MS, applyEvent, listen, type Hello, type ProbeEvent, type ProbeStatus } from '@vsockdiag/proto';
 import type { BudgetLimits } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { Logger } from './logger.js';
@@ -216,7 +216,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
       case 'target.found':
         this.threads = [];
         // Phases reported just before the probe found the target are its own (see applyEvent).
-        this.phaseTimeline = this.phaseTimeline.filter((p) => p.t >= e.startedAt - 50);
+        this.phaseTimeline = this.phaseTimeline.filter((p) => p.t >= e.startedAt - CLOCK_SLACK_MS);
         this.readyAt = null;
         return;
       case 'phase':

@@ -21,7 +21,7 @@ import {
   type ProbeMessage,
 } from '@vsockdiag/proto';
 import { Budget, type BudgetLimits } from './budget.js';
-import { RequestError, Requests, type Answer } from './requests.js';
+import { RequestError, Requests, type Answer, type ProbeCommand } from './requests.js';
 import type { Logger } from './logger.js';
 
 export const HELLO_TIMEOUT_MS = 5000;
@@ -96,7 +96,7 @@ export class Session {
    * Sends a command and waits for its answer. A dump's bytes are solicited, so they are
    * granted on top of the probe's budget.
    */
-  request(command: { op: 'status' | 'dump'; mode?: 'threads' | 'goroutines' | 'native'; destructive?: boolean }, timeoutMs: number, grantBytes = 0): Promise<Answer> {
+  request(command: ProbeCommand, timeoutMs: number, grantBytes = 0): Promise<Answer> {
     if (this.closed || !this.hello) return Promise.reject(new RequestError('CLOSED', 'the probe session is not open'));
     const { id, answer } = this.requests.start(timeoutMs);
     if (grantBytes) this.budget.grant(grantBytes);
