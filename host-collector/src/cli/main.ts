@@ -12,8 +12,14 @@ import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js'
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { createLogger } from '../collector/logger.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
+import { analysisOf, type detail, type dumpBrief, type dumpDetail, type eventRecord } from '../http/present.js';
 import { ClientError, CollectorClient } from './client.js';
 import { colorState, sinceText, table, type SandboxSummary } from './format.js';
+
+// What the API answers, typed by the collector's own presenters (http/present.ts).
+type StatusBody = ReturnType<typeof detail>;
+type DumpBody = ReturnType<typeof dumpBrief>;
+type TailEvent = ReturnType<typeof eventRecord>;
 
 export const EXIT = { ok: 0, error: 1, timeout: 2, notReady: 3 } as const;
 const VERSION = '0.1.0';
@@ -181,11 +187,12 @@ export function buildProgram(): Command {
       } finally {
         stop();
       }
-      const full = await c.request<DumpBody & { text: string }>('GET', `/v1/sandboxes/${encodeURIComponent(id)}/dumps/${made.body.id}`);
+      const full = await c.request<ReturnType<typeof dumpDetail>>('GET', `/v1/sandboxes/${encodeURIComponent(id)}/dumps/${made.body.id}`);
       if (o.out) fs.writeFileSync(o.out, full.body.text);
       if (o.json) return void process.stdout.write(`${JSON.stringify(full.body, null, 2)}\n`);
       const d = full.body;
-      const analysis = analyzeDump(d.text);
+      // The collector sends the groups it stored with the dump: no need to parse the text again.
+      const analysis = analysisOf(d);
       const flags = [d.complete ? 'complete' : 'INCOMPLETE', `${d.source}`, `${Math.round(d.bytes / 1024)} KiB`, `generation ${d.generation}`];
       process.stdout.write(`dump ${d.id} of ${id}: ${d.mode} (${flags.join(', ')})${d.note ? ` — ${d.note}` : ''}\n`);
       if (d.error) process.stdout.write(`error: ${d.error}\n`);
@@ -268,17 +275,10 @@ export function buildProgram(): Command {
   return program;
 }
 
-interface TailEvent {
-  kind: string;
-  at: string;
-  generation: number;
-  seq: number | null;
-  data: Record<string, unknown>;
-}
-
 /** One line per event: time, generation, kind, and the fields that matter for that kind. */
 function formatEvent(e: TailEvent): string {
-  const d = e.data;
+  // The payload of whatever kind, as JSON gave it.
+  const d = (e.data ?? {}) as Record<string, unknown>;
   const time = e.at.slice(11, 23);
   let what: string;
   switch (e.kind) {
@@ -295,17 +295,6 @@ function formatEvent(e: TailEvent): string {
       what = JSON.stringify(d);
   }
   return `${time} g${e.generation} ${e.kind.padEnd(16)} ${what}\n`;
-}
-
-interface DumpBody {
-  id: number;
-  mode: string;
-  source: string;
-  complete: boolean;
-  bytes: number;
-  generation: number;
-  error: string | null;
-  note: string | null;
 }
 
 /** A spinner on stderr while waiting (a plain line when stderr is not a terminal). */
@@ -330,15 +319,6 @@ async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
   return Buffer.concat(chunks).toString('utf8');
-}
-
-interface StatusBody extends SandboxSummary {
-  udsPath: string;
-  probe: { instanceId: string; version: string; generation: number; listenerSource?: string; fallbackReason?: string } | null;
-  target: { pid: number; name: string; alive: boolean; startedAt: string; exitCode?: number; signal?: string; threads?: number; rssKb?: number } | null;
-  listener: { port: number; bound: boolean; since: string | null; pid?: number; address?: string } | null;
-  readiness: { reportsPhases: boolean; ready: boolean } | null;
-  phases: Array<{ name?: string; status?: string; ready?: boolean; at: string }>;
 }
 
 function formatStatus(s: StatusBody): string {

@@ -29,3 +29,8 @@ export class ApiError extends Error {
     return API_ERRORS[this.code];
   }
 }
+
+/** The 404 for a sandbox id nobody registered (ids are shortened: they come from the URL). */
+export function noSandbox(id: string): ApiError {
+  return new ApiError('NOT_FOUND', `no sandbox "${id.slice(0, 140)}"`);
+}

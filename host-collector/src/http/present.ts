@@ -3,7 +3,7 @@
 
 import type { EventOf } from '@vsockdiag/proto';
 import type { Sandbox } from '../collector/sandbox.js';
-import type { StoredDump, StoredEvent } from '../collector/store.js';
+import type { EventRecord, StoredDump, StoredEvent } from '../collector/store.js';
 import { diffAnalyses, topGroup, type DumpAnalysis } from '../dumps/analyze.js';
 import type { SandboxState } from '../collector/verdict.js';
 
@@ -32,6 +32,11 @@ export function summary(sb: Sandbox, now = Date.now()) {
       ...(count !== undefined ? { count } : {}),
     })),
   };
+}
+
+/** An event as the API and the stream show it (the history adds its id). */
+export function eventRecord(e: EventRecord) {
+  return { generation: e.generation, seq: e.seq, kind: e.kind, tGuest: e.tGuest, at: new Date(e.tHost).toISOString(), data: e.data };
 }
 
 /** A phase marker as the API lists it: what the probe reported, when, in which generation. */
@@ -122,4 +127,19 @@ export function phaseStats(name: string, samplesMs: readonly number[], keep: num
   const sorted = [...samplesMs].sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
   return { name, count: samplesMs.length, p50Ms: at(0.5), p90Ms: at(0.9), maxMs: sorted[sorted.length - 1]!, samplesMs: samplesMs.slice(-keep) };
+}
+
+/** The parsed structure a dump's detail carries, as the analysis it was made from. */
+export function analysisOf(d: ReturnType<typeof dumpDetail>): DumpAnalysis {
+  if (d.kind === 'goroutines' && d.goroutineGroups) {
+    return {
+      kind: 'goroutines',
+      goroutines: d.goroutines!,
+      goroutineGroups: d.goroutineGroups,
+      ...(d.reason ? { reason: d.reason } : {}),
+      ...(d.truncated ? { truncated: true } : {}),
+    };
+  }
+  if (d.kind === 'threads' && d.threads) return { kind: 'threads', threads: d.threads };
+  return { kind: 'unknown' };
 }

@@ -2,7 +2,6 @@
 // auth hook (bearer token when one is configured) → route → JSON reply, or the error
 // handler's {"error": {"code", "message"}}.
 
-import { timingSafeEqual } from 'node:crypto';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -14,6 +13,7 @@ import type { DumpService } from '../collector/dump-service.js';
 import type { Logger } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
+import { sameToken } from './auth.js';
 import { ApiError } from './errors.js';
 import { metricsRoutes } from './metrics.js';
 import { dumpRoutes } from './routes/dumps.js';
@@ -48,11 +48,10 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
   }) as unknown as FastifyInstance;
 
   if (opts.token) {
-    const expected = Buffer.from(`Bearer ${opts.token}`);
+    const expected = `Bearer ${opts.token}`;
     app.addHook('onRequest', async (req: FastifyRequest) => {
       if (!req.url.startsWith('/v1/') && !req.url.startsWith('/metrics')) return;
-      const got = Buffer.from(req.headers.authorization ?? '');
-      if (got.length !== expected.length || !timingSafeEqual(got, expected)) {
+      if (!sameToken(req.headers.authorization ?? '', expected)) {
         throw new ApiError('UNAUTHORIZED', 'missing or wrong bearer token (Authorization: Bearer <token>)');
       }
     });

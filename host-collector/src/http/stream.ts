@@ -6,7 +6,6 @@
 // With a token configured the client passes it as ?token= (browsers cannot set headers on a
 // WebSocket). A client that reads too slowly is dropped rather than buffered without bound.
 
-import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
@@ -14,7 +13,8 @@ import { WebSocket, WebSocketServer } from 'ws';
 import type { Registry } from '../collector/registry.js';
 import type { Sandbox } from '../collector/sandbox.js';
 import type { EventRecord } from '../collector/store.js';
-import { summary } from './present.js';
+import { sameToken } from './auth.js';
+import { eventRecord, summary } from './present.js';
 
 const SUMMARY_EVERY_MS = 250;
 const MAX_SUBSCRIPTIONS = 16;
@@ -57,7 +57,14 @@ export function streamRoute(app: FastifyInstance, registry: Registry, token: str
       );
     });
     sb.on('recorded', (rows: EventRecord[]) => {
-      for (const c of clients) c.events(sb.id, rows);
+      // Every batch of every sandbox passes here: nothing is built unless a client follows it,
+      // and then once for all of them.
+      let messages: string[] | null = null;
+      for (const c of clients) {
+        if (!c.follows(sb.id)) continue;
+        messages ??= rows.map((r) => JSON.stringify({ type: 'event', id: sb.id, event: eventRecord(r) }));
+        for (const m of messages) c.send(m);
+      }
     });
   };
   for (const sb of registry.sandboxes.values()) watch(sb);
@@ -109,22 +116,8 @@ class Client {
     this.ws.send(text);
   }
 
-  events(id: string, rows: EventRecord[]): void {
-    if (!this.subscriptions.has(id)) return;
-    for (const r of rows) {
-      this.send(
-        JSON.stringify({
-          type: 'event',
-          id,
-          event: { generation: r.generation, seq: r.seq, kind: r.kind, tGuest: r.tGuest, at: new Date(r.tHost).toISOString(), data: r.data },
-        }),
-      );
-    }
+  follows(id: string): boolean {
+    return this.subscriptions.has(id);
   }
 }
 
-function sameToken(got: string, want: string): boolean {
-  const a = Buffer.from(got);
-  const b = Buffer.from(want);
-  return a.length === b.length && timingSafeEqual(a, b);
-}

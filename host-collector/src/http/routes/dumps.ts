@@ -6,14 +6,14 @@ import { DUMP_MODES, type DumpMode } from '@vsockdiag/proto';
 import { DumpError, type DumpService } from '../../collector/dump-service.js';
 import type { Registry } from '../../collector/registry.js';
 import type { Store } from '../../collector/store.js';
-import { ApiError } from '../errors.js';
+import { ApiError, noSandbox } from '../errors.js';
 import { dumpBrief, dumpDetail, dumpDiff } from '../present.js';
 
 export async function dumpRoutes(app: FastifyInstance, opts: { registry: Registry; store: Store; dumps: DumpService }): Promise<void> {
   const { registry, store, dumps } = opts;
   const sandbox = (id: string) => {
     const sb = registry.get(id);
-    if (!sb) throw new ApiError('NOT_FOUND', `no sandbox "${id.slice(0, 140)}"`);
+    if (!sb) throw noSandbox(id);
     return sb;
   };
   const dumpOf = (id: string, dumpId: string) => {

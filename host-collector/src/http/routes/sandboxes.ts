@@ -5,8 +5,8 @@ import { RegistryError, type Registry } from '../../collector/registry.js';
 import type { Sandbox, StateChange } from '../../collector/sandbox.js';
 import type { Store } from '../../collector/store.js';
 import { STATES, type SandboxState } from '../../collector/verdict.js';
-import { ApiError } from '../errors.js';
-import { detail, phaseRecords, summary, verdictOf } from '../present.js';
+import { ApiError, noSandbox } from '../errors.js';
+import { detail, eventRecord, phaseRecords, summary, verdictOf } from '../present.js';
 
 export const MAX_READINESS_WAIT_MS = 120_000;
 export const MAX_EVENTS_LIMIT = 1000;
@@ -25,7 +25,7 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
 
   const find = (id: string): Sandbox => {
     const sb = registry.get(id);
-    if (!sb) throw new ApiError('NOT_FOUND', `no sandbox "${id.slice(0, 140)}"`);
+    if (!sb) throw noSandbox(id);
     return sb;
   };
 
@@ -54,7 +54,7 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
 
   app.delete('/v1/sandboxes/:id', async (req, reply) => {
     const { id } = req.params as { id: string };
-    if (!(await registry.unregister(id))) throw new ApiError('NOT_FOUND', `no sandbox "${id.slice(0, 140)}"`);
+    if (!(await registry.unregister(id))) throw noSandbox(id);
     return reply.code(204).send();
   });
 
@@ -112,7 +112,7 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
         ...(q.kind ? { kind: q.kind } : {}),
         ...(generation !== undefined ? { generation } : {}),
       })
-      .map((e) => ({ id: e.id, generation: e.generation, seq: e.seq, kind: e.kind, tGuest: e.tGuest, at: new Date(e.tHost).toISOString(), data: e.data }));
+      .map((e) => ({ id: e.id, ...eventRecord(e) }));
     const last = events[events.length - 1];
     return { events, next: last ? last.id : desc ? (before ?? 0) : after };
   });
