@@ -2,11 +2,11 @@
 // "bound 1.234 s after boot", and a snapshot's clone shares the timeline it came from.
 // /proc/uptime (10 ms resolution) anchors performance.now() (monotonic) once at start.
 
-import fs from 'node:fs';
+import { readUptimeMs } from './proc/system.js';
 
-function readUptimeMs(procRoot: string): number {
+function uptimeMs(procRoot: string): number {
   try {
-    return Number.parseFloat(fs.readFileSync(`${procRoot}/uptime`, 'latin1')) * 1000;
+    return readUptimeMs(procRoot) ?? performance.now();
   } catch {
     return performance.now();
   }
@@ -16,7 +16,7 @@ export class BootClock {
   private readonly base: number;
 
   constructor(procRoot = '/proc') {
-    this.base = readUptimeMs(procRoot) - performance.now();
+    this.base = uptimeMs(procRoot) - performance.now();
   }
 
   sinceBootMs(): number {

@@ -2,7 +2,8 @@
 // readiness are kept in `fields`; datagrams carrying nothing worth recording (systemd's
 // BARRIER=1 handshake, watchdog pings) are ignored.
 
-import { MAX_FIELD_KEY, type EventBody } from '@vsockdiag/proto';
+import { MAX_FIELD_KEY, MAX_NAME, type EventBody } from '@vsockdiag/proto';
+import { cutString } from './logs/lines.js';
 import type { NotifyMessage } from './notify/parse.js';
 
 const KNOWN = new Set(['PHASE', 'STATUS', 'READY', 'STOPPING']);
@@ -22,7 +23,7 @@ export function phaseEvent(msg: NotifyMessage, pid: number): EventBody | null {
   return {
     kind: 'phase',
     source: 'notify',
-    ...(msg.phase !== undefined ? { name: msg.phase.slice(0, 256) } : {}),
+    ...(msg.phase !== undefined ? { name: cutString(msg.phase, MAX_NAME) } : {}),
     ...(msg.status !== undefined ? { status: msg.status } : {}),
     ...(msg.ready ? { ready: true } : {}),
     ...(msg.stopping ? { stopping: true } : {}),

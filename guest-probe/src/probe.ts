@@ -30,7 +30,7 @@ import { HealthChecker } from './health.js';
 import { KmsgReader } from './kmsg.js';
 import { FileFollower } from './logs/follow-file.js';
 import { JournalFollower } from './logs/journal.js';
-import { LogWatcher, type LogWriter } from './logs/log-watcher.js';
+import { LogWatcher } from './logs/log-watcher.js';
 import { SigquitCapture, takeDump, waitForExit } from './dumps/index.js';
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
@@ -38,7 +38,7 @@ import { phaseEvent } from './phases.js';
 import { readBootId } from './proc/index.js';
 import { EventRing } from './ring.js';
 import { SocketWatcher } from './sockets.js';
-import { SystemSampler } from './system.js';
+import { SystemSampler, UNKNOWN_BOOT_ID } from './system.js';
 import { TargetWatcher } from './target.js';
 import { isRetryable } from './vsock/index.js';
 import * as lazy from './lazy-builtins.js';
@@ -83,7 +83,7 @@ export class Probe {
     private readonly log: (level: 'info' | 'warn', message: string) => void,
   ) {
     this.clock = new BootClock(config.procRoot);
-    this.bootId = readBootId(config.procRoot) ?? 'unknown';
+    this.bootId = readBootId(config.procRoot) ?? UNKNOWN_BOOT_ID;
     this.status = initialStatus(config.expectPort);
     const emit = (body: EventBody) => this.emit(body);
     this.target = new TargetWatcher({ name: config.target, pidFile: config.pidFile, procRoot: config.procRoot, emit });
@@ -102,15 +102,15 @@ export class Probe {
     });
     this.health = config.healthUrl ? new HealthChecker({ url: config.healthUrl, emit }) : null;
     const census = query.source === 'sock_diag' ? (top: number) => socketCensus({ top }) : null;
-    const sockets = new SocketWatcher({ procRoot: config.procRoot, emit, census });
+    const sockets = new SocketWatcher({ procRoot: config.procRoot, emit, census, sinceBootMs: () => this.clock.sinceBootMs() });
     const kmsg = config.kmsg ? new KmsgReader({ path: config.kmsg, emit, log }) : null;
     this.kmsg = kmsg;
     this.logs = new LogWatcher({ pattern: config.phasePattern, emit });
-    this.file = config.logFile ? new FileFollower(config.logFile, this.tee(this.logs.input('file')), { log }) : null;
+    this.file = config.logFile ? new FileFollower(config.logFile, this.sigquit.tee(this.logs.input('file')), { log }) : null;
     this.watchers = [
       this.target,
       this.listener,
-      { tick: () => sockets.tick(() => this.clock.sinceBootMs()) },
+      sockets,
       new SystemSampler({ procRoot: config.procRoot, emit }),
       // Kernel messages are not urgent to the 40 ms of a boot tick: once a second is enough.
       ...(kmsg ? [everyMs(1000, () => void kmsg.poll())] : []),
@@ -156,7 +156,7 @@ export class Probe {
     this.openNotifySocket();
     await this.openCommandPort();
     if (this.config.journalUnit) {
-      this.journal = new JournalFollower(this.config.journalUnit, this.tee(this.logs.input('journal')), this.log);
+      this.journal = new JournalFollower(this.config.journalUnit, this.sigquit.tee(this.logs.input('journal')), this.log);
     }
     if (this.config.command.length) this.wrap();
     this.link.start();
@@ -186,17 +186,6 @@ export class Probe {
     if (this.stopped) return;
     for (const w of this.watchers) w.tick();
     this.timer = setTimeout(() => this.sample(), this.settled ? this.config.intervalMs : this.config.bootIntervalMs);
-  }
-
-  /** A log source that is the target's stderr: its raw bytes also feed the SIGQUIT capture. */
-  private tee(writer: LogWriter): LogWriter {
-    return {
-      feed: (chunk) => {
-        this.sigquit.feed(chunk);
-        writer.feed(chunk);
-      },
-      end: () => writer.end(),
-    };
   }
 
   /** Now and then the whole status as one event: a collector that missed deltas (a gap)

@@ -25,6 +25,8 @@ export interface SocketWatcherOptions {
   emit: (body: EventBody) => void;
   /** The addon's census, or null when sock_diag is not available (then only totals). */
   census: ((top: number) => SocketCensus) | null;
+  /** Guest time (ms since boot) to stamp a census with. */
+  sinceBootMs: () => number;
   now?: () => number;
 }
 
@@ -39,7 +41,7 @@ export class SocketWatcher {
     this.now = opts.now ?? Date.now;
   }
 
-  tick(sinceBootMs: () => number): void {
+  tick(): void {
     const st = readSockstat(this.opts.procRoot);
     if (!st) return;
     const now = this.now();
@@ -57,7 +59,7 @@ export class SocketWatcher {
       body.byState = Object.fromEntries(Object.entries(c.byState).filter(([, n]) => n > 0));
       body.top = c.byRemote.slice(0, TOP_REMOTES).map((r) => ({ address: r.address, port: r.port, count: r.count }));
       body.remotesDistinct = c.remotesDistinct;
-      body.censusAt = sinceBootMs();
+      body.censusAt = this.opts.sinceBootMs();
       this.censusTotal = total;
       this.censusAt = now;
     }

@@ -40,47 +40,53 @@ describe('SocketWatcher', () => {
     let now = 0;
     let censuses = 0;
     const events: EventBody[] = [];
+    let boot = 0;
     const w = new SocketWatcher({
       procRoot: proc.root,
       emit: (e) => events.push(e),
       census: () => (censuses++, census(3)),
+      sinceBootMs: () => boot,
       now: () => now,
     });
-    w.tick(() => 42);
+    const tickAt = (t: number) => {
+      boot = t;
+      w.tick();
+    };
+    tickAt(42);
     expect(events).toEqual([
       { kind: 'sockets', tcpInUse: 3, timeWait: 0, byState: { ESTABLISHED: 1, TIME_WAIT: 2 }, top: [{ address: '169.254.169.254', port: 80, count: 3 }], remotesDistinct: 1, censusAt: 42 },
     ]);
     now = 500;
-    w.tick(() => 43);
+    tickAt(43);
     expect(events).toHaveLength(1); // nothing moved, nothing due
     // A storm: totals jump → totals and an early census (after the minimum gap).
     proc.set(10, 3000);
     now = 1500;
-    w.tick(() => 44);
+    tickAt(44);
     expect(events).toHaveLength(2);
     expect(events[1]).toMatchObject({ tcpInUse: 10, timeWait: 3000, censusAt: 44 });
     expect(censuses).toBe(2);
     // Small wobble: nothing; the census comes back on its period.
     proc.set(10, 3010);
     now = 2000;
-    w.tick(() => 45);
+    tickAt(45);
     expect(events).toHaveLength(2);
     now = 1500 + CENSUS_EVERY_MS;
-    w.tick(() => 46);
+    tickAt(46);
     expect(censuses).toBe(3);
   });
 
   it('without sock_diag it still sends totals, never a census', () => {
     const proc = procWith(3, 0);
     const events: EventBody[] = [];
-    const w = new SocketWatcher({ procRoot: proc.root, emit: (e) => events.push(e), census: null, now: () => 0 });
-    w.tick(() => 1);
+    const w = new SocketWatcher({ procRoot: proc.root, emit: (e) => events.push(e), census: null, sinceBootMs: () => 1, now: () => 0 });
+    w.tick();
     expect(events).toEqual([{ kind: 'sockets', tcpInUse: 3, timeWait: 0 }]);
   });
 
   it('reads the real /proc/net/sockstat', () => {
     const events: EventBody[] = [];
-    new SocketWatcher({ procRoot: '/proc', emit: (e) => events.push(e), census: null }).tick(() => 1);
+    new SocketWatcher({ procRoot: '/proc', emit: (e) => events.push(e), census: null, sinceBootMs: () => 1 }).tick();
     expect(events[0]).toMatchObject({ kind: 'sockets' });
   });
 });

@@ -43,8 +43,8 @@ const procRoot = '/proc';
 const target = new TargetWatcher({ name: targetName, pidFile: null, procRoot, emit });
 const query = pickListenerQuery(procRoot);
 const listener = new ListenerWatcher({ port, procRoot, query, emit, targetPid: () => target.pid });
-const sockets = new SocketWatcher({ procRoot, emit, census: null });
 const sinceBoot = () => 0;
+const sockets = new SocketWatcher({ procRoot, emit, census: null, sinceBootMs: sinceBoot });
 
 // Warm-up and the edges: find the target (one /proc scan), see the listener bound. The target
 // was started just before this script: give it (at most) 10 s.
@@ -63,11 +63,11 @@ const work: Record<Name, () => unknown> = {
   sample: () => {
     target.tick();
     listener.tick();
-    sockets.tick(sinceBoot);
+    sockets.tick();
   },
   target: () => target.tick(),
   listener: () => listener.tick(),
-  sockstat: () => sockets.tick(sinceBoot),
+  sockstat: () => sockets.tick(),
   census: () => socketCensus({ top: 10 }),
   tcp: () => readTcpSockets({ states: LISTEN_ONLY, localPort: port }, procRoot),
   tcpAll: () => readTcpSockets({}, procRoot),

@@ -9,8 +9,7 @@
 // dump was taken at all).
 
 import type { DumpMode } from '@vsockdiag/proto';
-import { readProcInto, procBuffer } from '../proc/read.js';
-import { parseStatBytes } from '../proc/stat.js';
+import { readPidStat } from '../proc/stat.js';
 import { MAX_PPROF_BYTES, SigquitCapture, pprofDump } from './goroutines.js';
 import { nativeDump } from './native.js';
 import { NoSuchProcessError, TARGET_EXITED_LINE, processExited, threadsDump } from './threads.js';
@@ -228,8 +227,7 @@ export function waitForExit(pid: number, opts: WaitForExitOptions = {}): Promise
 
 function startTimeOf(pid: number, procRoot: string): number | null {
   try {
-    const n = readProcInto(`${procRoot}/${pid}/stat`, 4096);
-    return n < 0 ? null : (parseStatBytes(procBuffer(), n)?.startTimeTicks ?? null);
+    return readPidStat(pid, procRoot)?.startTimeTicks ?? null;
   } catch {
     return null;
   }

@@ -28,9 +28,10 @@
 // Synchronous: about 4 small /proc reads per task (≈10 µs each), so 10,000 tasks hold the
 // event loop for a few hundred milliseconds at most.
 
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { procBuffer, readProcInto } from '../proc/read.js';
-import { parseStatBytes } from '../proc/stat.js';
+import { listPids } from '../proc/fds.js';
+import { parseStatBytes, readPidStat } from '../proc/stat.js';
 
 export const MAX_TASKS = 10_000;
 export const MAX_TEXT_BYTES = 16 * 1024 * 1024;
@@ -76,19 +77,6 @@ export class NoSuchProcessError extends Error {
   }
 }
 
-interface Leader {
-  comm: string;
-  startTimeTicks: number;
-}
-
-function readLeader(pid: number, procRoot: string): (Leader & { state: string; threads: number }) | null {
-  const n = readProcInto(`${procRoot}/${pid}/stat`, MAX_STAT_BYTES);
-  if (n < 0) return null;
-  const st = parseStatBytes(procBuffer(), n);
-  if (!st) return null;
-  return { comm: st.comm, startTimeTicks: st.startTimeTicks, state: st.state, threads: st.threads };
-}
-
 /**
  * Whether the target process has exited: gone from /proc, replaced by another process with
  * the same pid, or a zombie with no thread left (a zombie leader whose other threads still
@@ -97,7 +85,7 @@ function readLeader(pid: number, procRoot: string): (Leader & { state: string; t
 export function processExited(pid: number, procRoot: string, startTimeTicks: number): boolean {
   let now;
   try {
-    now = readLeader(pid, procRoot);
+    now = readPidStat(pid, procRoot);
   } catch {
     return false; // unreadable for another reason (EACCES…): not evidence of an exit
   }
@@ -131,19 +119,15 @@ export function formatSyscall(raw: string | undefined): string {
   return parts.slice(0, 7).join(' ');
 }
 
+/** The process's thread ids, ascending; null when it is gone. */
 function taskIds(pid: number, procRoot: string): number[] | null {
-  let names: string[];
   try {
-    names = readdirSync(`${procRoot}/${pid}/task`);
+    return listPids(`${procRoot}/${pid}/task`);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ESRCH' || code === 'ENOTDIR') return null;
     throw err;
   }
-  const out: number[] = [];
-  for (const name of names) if (/^\d+$/.test(name)) out.push(Number(name));
-  out.sort((a, b) => a - b);
-  return out;
 }
 
 /**
@@ -154,7 +138,7 @@ export function threadsDump(pid: number, opts: ThreadsDumpOptions = {}): Threads
   const procRoot = opts.procRoot ?? '/proc';
   const maxTasks = opts.maxTasks ?? MAX_TASKS;
   const maxBytes = opts.maxBytes ?? MAX_TEXT_BYTES;
-  const leader = readLeader(pid, procRoot);
+  const leader = readPidStat(pid, procRoot);
   if (!leader) throw new NoSuchProcessError(pid);
 
   const lines: string[] = [`threads of pid ${pid} (${leader.comm}) arch=${archName(opts.arch)}`];

@@ -1,5 +1,7 @@
 // Parser for sd_notify datagrams: newline-separated KEY=VALUE assignments.
 
+import { cutString } from '../logs/lines.js';
+
 export interface NotifyMessage {
   /** Every valid assignment, unknown keys included (first occurrence of a key wins, as in systemd). */
   fields: Record<string, string>;
@@ -31,14 +33,7 @@ const DECIMAL_RE = /^[0-9]{1,15}$/;
 
 const decoder = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
 
-function cut(value: string): string {
-  if (value.length <= MAX_VALUE_CHARS) return value;
-  let end = MAX_VALUE_CHARS;
-  // Do not leave half of a surrogate pair at the end.
-  const last = value.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
-  return value.slice(0, end);
-}
+const cut = (value: string) => cutString(value, MAX_VALUE_CHARS);
 
 function decimal(value: string | undefined): number | undefined {
   return value !== undefined && DECIMAL_RE.test(value) ? Number(value) : undefined;
