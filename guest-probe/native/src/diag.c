@@ -56,6 +56,7 @@
 #include <node_api.h>
 
 #include "diag.h"
+#include "errno-name.h"
 
 /* include/net/tcp_states.h (not exported to user space). */
 enum {
@@ -124,23 +125,6 @@ static diag_ctx* ctx_get(napi_env env) {
 
 /* ---------------------------------------------------------------------------------------- */
 /* Errors                                                                                   */
-
-static const char* errno_name(int err) {
-  switch (err) {
-#define E(x) \
-  case x:    \
-    return #x;
-    E(EPERM) E(ENOENT) E(ESRCH) E(EINTR) E(EIO) E(ENXIO) E(E2BIG) E(EBADF) E(EAGAIN) E(ENOMEM)
-    E(EACCES) E(EFAULT) E(EBUSY) E(EEXIST) E(ENODEV) E(EINVAL) E(ENFILE) E(EMFILE) E(ENOSPC)
-    E(EPIPE) E(ERANGE) E(ENOSYS) E(EPROTO) E(EBADMSG) E(EOVERFLOW) E(ENOTSOCK) E(EMSGSIZE)
-    E(EPROTOTYPE) E(ENOPROTOOPT) E(EPROTONOSUPPORT) E(ESOCKTNOSUPPORT) E(EOPNOTSUPP)
-    E(EAFNOSUPPORT) E(EADDRINUSE) E(EADDRNOTAVAIL) E(ENETDOWN) E(ENOBUFS) E(ETIMEDOUT)
-    E(ECONNREFUSED) E(ECONNRESET)
-#undef E
-    default:
-      return "EUNKNOWN";
-  }
-}
 
 typedef struct {
   int err;          /* 0, an errno, or DIAG_ENAPI */

@@ -33,7 +33,7 @@
  * "<what> <address>: <strerror>", e.g. "vsock listen 4294967295:52001: Address
  * already in use".
  *
- * Headers: N-API and system headers only (no uv.h), so the same file cross-compiles.
+ * Headers: N-API and system headers only.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,33 +57,13 @@
 
 #include <node_api.h>
 
+#include "errno-name.h"
 #include "vsock.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un*)0)->sun_path)) /* 108 on Linux */
 #define WHAT_MAX 192 /* "unix connect " + a 107-byte path fits */
 
 /* ---- errors ---------------------------------------------------------------------- */
-
-/* Node-style errno names (what uv_err_name gives) for the errors sockets produce. */
-static const char* errno_name(int err) {
-  switch (err) {
-#define E(x) \
-  case x:    \
-    return #x;
-    E(EPERM) E(ENOENT) E(EINTR) E(EIO) E(ENXIO) E(EBADF) E(EAGAIN) E(ENOMEM) E(EACCES)
-    E(EFAULT) E(EBUSY) E(EEXIST) E(ENODEV) E(ENOTDIR) E(EISDIR) E(EINVAL) E(ENFILE)
-    E(EMFILE) E(ENOTTY) E(ENOSPC) E(EROFS) E(EPIPE) E(ENAMETOOLONG) E(ENOSYS) E(ELOOP)
-    E(ENOTSOCK) E(EDESTADDRREQ) E(EMSGSIZE) E(EPROTOTYPE) E(ENOPROTOOPT)
-    E(EPROTONOSUPPORT) E(ESOCKTNOSUPPORT) E(EOPNOTSUPP) E(EPFNOSUPPORT) E(EAFNOSUPPORT)
-    E(EADDRINUSE) E(EADDRNOTAVAIL) E(ENETDOWN) E(ENETUNREACH) E(ENETRESET)
-    E(ECONNABORTED) E(ECONNRESET) E(ENOBUFS) E(EISCONN) E(ENOTCONN) E(ESHUTDOWN)
-    E(ETIMEDOUT) E(ECONNREFUSED) E(EHOSTDOWN) E(EHOSTUNREACH) E(EALREADY) E(EINPROGRESS)
-    E(ECANCELED)
-#undef E
-    default:
-      return "UNKNOWN";
-  }
-}
 
 /* Error{code, errno, syscall, message "<what>: <strerror>"}. JS thread only (strerror). */
 static napi_value errno_error(napi_env env, int err, const char* syscall, const char* what) {
