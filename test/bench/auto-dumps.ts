@@ -53,7 +53,6 @@ export async function measureAutoDumps(count: number, parallel: number, progress
   } finally {
     await c.stop();
     fs.rmSync(root, { recursive: true, force: true });
-    fs.rmSync(c.dataDir, { recursive: true, force: true });
   }
   return { stallMs: STALL_MS, stuckToDump: summarize(ms), modes: [...modes], failed };
 }

@@ -287,26 +287,19 @@ export async function measureFleet(n: number, opts: FleetOptions, progress: Prog
 }
 
 async function runFleet(n: number, opts: FleetOptions, progress: Progress): Promise<FleetFigure> {
-  const savedNodeOptions = process.env.NODE_OPTIONS;
   // Node refuses --cpu-prof in NODE_OPTIONS: a preloaded script runs the same profiler.
-  if (opts.cpuProfDir) {
-    process.env.NODE_OPTIONS = `${savedNodeOptions ?? ''} --require ${path.join(ROOT, 'test/bench/fixtures/cpu-prof-preload.cjs')}`.trim();
-    process.env.VD_PROF_DIR = opts.cpuProfDir;
-  }
-  let c: CollectorProcess;
-  try {
-    c = await startCollector({ args: QUIET_ARGS });
-  } finally {
-    if (savedNodeOptions === undefined) delete process.env.NODE_OPTIONS;
-    else process.env.NODE_OPTIONS = savedNodeOptions;
-    delete process.env.VD_PROF_DIR;
-  }
+  const profiler = opts.cpuProfDir
+    ? {
+        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${path.join(ROOT, 'test/bench/fixtures/cpu-prof-preload.cjs')}`.trim(),
+        VD_PROF_DIR: opts.cpuProfDir,
+      }
+    : {};
+  const c = await startCollector({ args: QUIET_ARGS, env: profiler });
   const pid = c.proc.pid!;
   // Each session costs the collector two descriptors (its listener and the connection).
   const fdLimit = Number(/^Max open files\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/limits`, 'utf8'))?.[1] ?? Infinity);
   if (fdLimit < 2 * n + 256) {
     await c.stop();
-    fs.rmSync(c.dataDir, { recursive: true, force: true });
     throw new Error(`the collector may open only ${fdLimit} files; ${n} sessions need ${2 * n + 256}: raise the soft limit (ulimit -n) before make bench`);
   }
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-f-'));
@@ -405,7 +398,6 @@ async function runFleet(n: number, opts: FleetOptions, progress: Progress): Prom
     await clients?.stop();
     await c.stop();
     fs.rmSync(root, { recursive: true, force: true });
-    fs.rmSync(c.dataDir, { recursive: true, force: true });
   }
 }
 
@@ -548,7 +540,6 @@ export async function measureIngest(rounds: number, maxS: number, maxBytes: numb
   } finally {
     await c.stop();
     fs.rmSync(root, { recursive: true, force: true });
-    fs.rmSync(c.dataDir, { recursive: true, force: true });
   }
   const med = (xs: number[]) => summarize(xs).p50;
   const mb = (b: number) => b / 1e6;

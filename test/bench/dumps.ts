@@ -56,6 +56,5 @@ export async function measureDumps(threadsRuns: number, bigRuns: number, progres
     await sb.stop();
     await c.stop();
     fs.rmSync(root, { recursive: true, force: true });
-    fs.rmSync(c.dataDir, { recursive: true, force: true });
   }
 }

@@ -330,8 +330,7 @@ export async function startProbeCost(windowS: number, progress: Progress): Promi
     }
     if (c) {
       await c.stop();
-      fs.rmSync(c.dataDir, { recursive: true, force: true });
-    }
+      }
     fs.rmSync(root, { recursive: true, force: true });
   };
   try {

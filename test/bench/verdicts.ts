@@ -58,7 +58,6 @@ export async function measureVerdicts(count: number, parallel: number, progress:
   } finally {
     await c.stop();
     fs.rmSync(root, { recursive: true, force: true });
-    fs.rmSync(c.dataDir, { recursive: true, force: true });
   }
   return { bindToReady: summarize(bindToReady), stuckLag: summarize(stuckLag) };
 }

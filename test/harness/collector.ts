@@ -27,18 +27,29 @@ export interface CollectorProcess {
   stop: (signal?: NodeJS.Signals) => Promise<void>;
 }
 
-export async function startCollector(opts: { dataDir?: string; args?: string[]; port?: number } = {}): Promise<CollectorProcess> {
+/**
+ * Starts a collector. Without `dataDir` it gets a temporary one of its own, removed by stop()
+ * (or at once if it fails to start); a given `dataDir` is the caller's and is kept.
+ * `env` adds to this process's environment for the collector alone.
+ */
+export async function startCollector(
+  opts: { dataDir?: string; args?: string[]; port?: number; env?: NodeJS.ProcessEnv } = {},
+): Promise<CollectorProcess> {
   requireBuilt();
+  const owned = opts.dataDir === undefined;
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'vd-data-'));
+  const removeData = () => {
+    if (owned) fs.rmSync(dataDir, { recursive: true, force: true });
+  };
   const proc = spawn(
     process.execPath,
     [COLLECTOR_BIN, 'collector', '--http', `127.0.0.1:${opts.port ?? 0}`, '--data', dataDir, ...(opts.args ?? [])],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, VSOCKDIAG_LOG_LEVEL: 'debug' } },
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, VSOCKDIAG_LOG_LEVEL: 'debug', ...opts.env } },
   );
   let log = '';
   proc.stderr!.setEncoding('utf8');
   proc.stderr!.on('data', (d: string) => (log += d));
-  const url = await new Promise<string>((resolve, reject) => {
+  const started = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`collector did not start in 15 s:\n${log}`)), 15_000);
     const onData = () => {
       const m = /collector listening on (http:\/\/\S+) /.exec(log);
@@ -54,6 +65,18 @@ export async function startCollector(opts: { dataDir?: string; args?: string[]; 
       reject(new Error(`collector exited with ${code}:\n${log}`));
     });
   });
+  let url: string;
+  try {
+    url = await started;
+  } catch (err) {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGKILL');
+      await exited;
+    }
+    removeData();
+    throw err;
+  }
   const api = async <T>(method: string, p: string, body?: unknown) => {
     const res = await fetch(`${url}${p}`, {
       method,
@@ -63,12 +86,14 @@ export async function startCollector(opts: { dataDir?: string; args?: string[]; 
     return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
   };
   const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return;
-    const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-    proc.kill(signal);
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
-    await exited;
-    clearTimeout(timer);
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+      proc.kill(signal);
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(timer);
+    }
+    removeData();
   };
   return { url, dataDir, proc, logs: () => log, api, stop };
 }

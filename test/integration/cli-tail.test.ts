@@ -18,7 +18,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await collector?.stop();
   fs.rmSync(root, { recursive: true, force: true });
-  if (collector) fs.rmSync(collector.dataDir, { recursive: true, force: true });
 });
 
 it('prints past events, then live ones, until Ctrl-C', async () => {

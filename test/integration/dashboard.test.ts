@@ -63,8 +63,7 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
     await Promise.all(sandboxes.map((s) => s.stop()));
     await collector?.stop();
     if (root) fs.rmSync(root, { recursive: true, force: true });
-    if (collector) fs.rmSync(collector.dataDir, { recursive: true, force: true });
-  });
+    });
 
   it('shows a stuck sandbox with its reason, trouble first', async () => {
     const p = await page();
@@ -173,7 +172,6 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
       await context.close();
     } finally {
       await secured.stop();
-      fs.rmSync(secured.dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -23,7 +23,6 @@ afterEach(async () => {
 afterAll(async () => {
   await collector?.stop();
   fs.rmSync(root, { recursive: true, force: true });
-  if (collector) fs.rmSync(collector.dataDir, { recursive: true, force: true });
 });
 
 async function sandbox(opts: Omit<SandboxOptions, 'root'>): Promise<Sandbox> {

@@ -27,7 +27,6 @@ afterEach(async () => {
 afterAll(async () => {
   await collector?.stop();
   fs.rmSync(root, { recursive: true, force: true });
-  if (collector) fs.rmSync(collector.dataDir, { recursive: true, force: true });
 });
 
 async function readySandbox(id: string): Promise<Sandbox> {

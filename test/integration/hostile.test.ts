@@ -33,7 +33,6 @@ afterAll(async () => {
   good?.close();
   await collector?.stop();
   fs.rmSync(root, { recursive: true, force: true });
-  if (collector) fs.rmSync(collector.dataDir, { recursive: true, force: true });
 });
 
 /** Opens a raw connection to the evil sandbox, writes `bytes`, resolves when the collector closes it. */

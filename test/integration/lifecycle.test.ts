@@ -25,7 +25,6 @@ afterEach(async () => {
 afterAll(async () => {
   await collector?.stop();
   fs.rmSync(root, { recursive: true, force: true });
-  if (collector) fs.rmSync(collector.dataDir, { recursive: true, force: true });
 });
 
 async function sandbox(opts: Omit<SandboxOptions, 'root'>): Promise<Sandbox> {
@@ -141,7 +140,6 @@ describe('a collector with a token', () => {
       expect(allowed.code, allowed.stderr).toBe(0);
     } finally {
       await secured.stop();
-      fs.rmSync(secured.dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -160,8 +160,7 @@ describe.skipIf(!canIsolate)('MMDS inside a sandbox', () => {
   afterAll(async () => {
     await collector?.stop();
     if (root) fs.rmSync(root, { recursive: true, force: true });
-    if (collector) fs.rmSync(collector.dataDir, { recursive: true, force: true });
-  });
+    });
 
   it('reads 169.254.169.254:80 from /proc/net/tcp in host byte order', () => {
     const hex = os.endianness() === 'LE' ? 'FEA9FEA9:0050' : 'A9FEA9FE:0050';

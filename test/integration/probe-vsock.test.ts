@@ -25,7 +25,6 @@ it.skipIf(!hasVsock)('binds its command port on vsock (listen only) and reads li
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-'));
   cleanup.push(() => fs.rmSync(root, { recursive: true, force: true }));
   const collector: CollectorProcess = await startCollector();
-  cleanup.push(() => fs.rmSync(collector.dataDir, { recursive: true, force: true }));
   cleanup.push(() => collector.stop());
   // vsock sockets belong to no network namespace: the port check below sees the probe's
   // listener wherever it runs.
