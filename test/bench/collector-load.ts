@@ -32,34 +32,14 @@ import { ROOT, startCollector, type CollectorProcess } from '../harness/collecto
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { ProbeClient } from '../harness/probe-client.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
+import { cpuMs, runDelayMs, statusFields } from './proc.js';
 import { summarize } from './stats.js';
 
 type Progress = (msg: string) => void;
 type Stat = ReturnType<typeof summarize>;
-const CLK_TCK = 100; // USER_HZ
 const VSOCK_PORT = 52000;
 /** Deadlines far past any window: no sandbox turns stuck (and is auto-dumped) during a run. */
 const QUIET_ARGS = ['--stall-after', '1h', '--start-deadline', '1h'];
-
-// ---------------------------------------------------------------- /proc helpers
-
-export function cpuTicks(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]); // utime, stime (fields 14 and 15)
-}
-
-export function memKb(pid: number): { rssKb: number; hwmKb: number } {
-  const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const get = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(s)?.[1] ?? NaN);
-  return { rssKb: get('VmRSS'), hwmKb: get('VmHWM') };
-}
-
-/** Time the process's main thread spent runnable but waiting for a CPU (ms): what a busy
- *  machine adds to every latency here. From /proc/<pid>/schedstat (run_delay, ns). */
-export function runDelayMs(pid: number | 'self'): number {
-  return Number(fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const wallNow = () => performance.timeOrigin + performance.now();
@@ -328,19 +308,19 @@ async function runFleet(n: number, opts: FleetOptions, progress: Progress): Prom
     progress(`fleet of ${n}: ${opts.windowS} s CPU window`);
     const s0 = await statsOf(clients);
     mark(); // profiled runs: the window starts (cpu-prof-preload.cjs)
-    const cpu0 = cpuTicks(pid);
+    const cpu0 = cpuMs(pid);
     const wait0 = runDelayMs(pid);
-    const cli0 = cpuTicks(clients.proc.pid!);
+    const cli0 = cpuMs(clients.proc.pid!);
     const w0 = performance.now();
     await sleep(opts.windowS * 1000);
-    const cpu1 = cpuTicks(pid);
+    const cpu1 = cpuMs(pid);
     const wait1 = runDelayMs(pid);
     mark();
-    const cli1 = cpuTicks(clients.proc.pid!);
+    const cli1 = cpuMs(clients.proc.pid!);
     const windowMs = performance.now() - w0;
-    const mem = memKb(pid);
+    const mem = statusFields(pid, ['VmRSS', 'VmHWM'] as const);
     const s1 = await statsOf(clients);
-    const cpuMs = ((cpu1 - cpu0) * 1000) / CLK_TCK;
+    const windowCpuMs = cpu1 - cpu0;
 
     // Ingest → API latency, samples spread over a few seconds.
     if (opts.latencySamples) progress(`fleet of ${n}: ingest → API latency, ${opts.latencySamples} samples`);
@@ -382,12 +362,12 @@ async function runFleet(n: number, opts: FleetOptions, progress: Progress): Prom
       registerS,
       connectS,
       windowS: windowMs / 1000,
-      cpuPct: (cpuMs / windowMs) * 100,
-      cpuMs,
+      cpuPct: (windowCpuMs / windowMs) * 100,
+      cpuMs: windowCpuMs,
       runDelayPct: ((wait1 - wait0) / windowMs) * 100,
-      rssMiB: mem.rssKb / 1024,
-      hwmMiB: mem.hwmKb / 1024,
-      clientsCpuPct: ((((cli1 - cli0) * 1000) / CLK_TCK) / windowMs) * 100,
+      rssMiB: mem.VmRSS / 1024,
+      hwmMiB: mem.VmHWM / 1024,
+      clientsCpuPct: ((cli1 - cli0) / windowMs) * 100,
       eventsPerS: (s1.sent - s0.sent) / (windowMs / 1000),
       states,
       ingestToApi: summarize(lat),
@@ -477,7 +457,7 @@ export async function measureIngest(rounds: number, maxS: number, maxBytes: numb
       const buffers: Buffer[] = [];
       let bytes = 0;
       let events = 0;
-      const cpu0 = cpuTicks(c.proc.pid!);
+      const cpu0 = cpuMs(c.proc.pid!);
       const wait0 = runDelayMs(c.proc.pid!);
       const t0 = performance.now();
       let lastSeq = client.seq;
@@ -511,7 +491,7 @@ export async function measureIngest(rounds: number, maxS: number, maxBytes: numb
         refill();
       });
       const s = (performance.now() - t0) / 1000;
-      const cpuMs = ((cpuTicks(c.proc.pid!) - cpu0) * 1000) / CLK_TCK;
+      const roundCpuMs = cpuMs(c.proc.pid!) - cpu0;
       const waitMs = runDelayMs(c.proc.pid!) - wait0;
       client.close();
 
@@ -534,7 +514,7 @@ export async function measureIngest(rounds: number, maxS: number, maxBytes: numb
         });
       });
       sink.proc.kill('SIGKILL');
-      runs.push({ events, bytes, s, rawS, cpuMs, waitMs });
+      runs.push({ events, bytes, s, rawS, cpuMs: roundCpuMs, waitMs });
       progress(`ingest round ${r + 1}/${rounds}: ${events} events, ${(bytes / 2 ** 20).toFixed(1)} MiB in ${s.toFixed(2)} s; raw relay ${rawS.toFixed(3)} s`);
     }
   } finally {

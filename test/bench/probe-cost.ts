@@ -22,11 +22,11 @@ import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
 import { FirecrackerVsock, guestHostPath, guestListenPath } from '../harness/firecracker.js';
 import { descendants, namespacesAvailable } from '../harness/sandbox.js';
+import { cpuMs, statusFields } from './proc.js';
 
 export const LOAD = { processes: 500, connections: 5000 } as const;
 const TARGET = 'fake-envd';
 const FIXTURE = path.join(ROOT, 'test/bench/fixtures/socket-load.mjs');
-const CLK_TCK = 100; // USER_HZ on Linux
 const PROBE_ADDON = path.join(ROOT, 'guest-probe/dist/vsockdiag.node');
 
 type Progress = (msg: string) => void;
@@ -221,29 +221,24 @@ export async function startLoadedSandbox(root: string, id: string, envdArgs: str
 
 interface ProcSnapshot {
   at: number;
-  cpuTicks: number;
+  cpuMs: number;
   syscr: number;
   voluntaryCtxt: number;
 }
 
 function snapshot(pid: number): ProcSnapshot {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the comm's closing paren: state is field 3, utime 14, stime 15.
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   return {
     at: performance.now(),
-    cpuTicks: Number(f[11]) + Number(f[12]),
+    cpuMs: cpuMs(pid),
     syscr: Number(/^syscr:\s+(\d+)/m.exec(io)?.[1] ?? Number.NaN),
-    voluntaryCtxt: Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? Number.NaN),
+    voluntaryCtxt: statusFields(pid, ['voluntary_ctxt_switches'] as const).voluntary_ctxt_switches,
   };
 }
 
 function memory(pid: number): { rssAnonKb: number; rssFileKb: number; vmRssKb: number; threads: number } {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? Number.NaN);
-  return { rssAnonKb: kb('RssAnon'), rssFileKb: kb('RssFile'), vmRssKb: kb('VmRSS'), threads: kb('Threads') };
+  const s = statusFields(pid, ['RssAnon', 'RssFile', 'VmRSS', 'Threads'] as const);
+  return { rssAnonKb: s.RssAnon, rssFileKb: s.RssFile, vmRssKb: s.VmRSS, threads: s.Threads };
 }
 
 export interface CpuFigure {
@@ -276,10 +271,10 @@ export interface ProbeCpu {
 
 function figure(a: ProcSnapshot, b: ProcSnapshot, pid: number): CpuFigure {
   const windowS = (b.at - a.at) / 1000;
-  const cpuMs = ((b.cpuTicks - a.cpuTicks) * 1000) / CLK_TCK;
+  const used = b.cpuMs - a.cpuMs;
   return {
-    cpuPct: (cpuMs / 1000 / windowS) * 100,
-    cpuMs,
+    cpuPct: (used / 1000 / windowS) * 100,
+    cpuMs: used,
     windowS,
     syscrPerS: (b.syscr - a.syscr) / windowS,
     wakeupsPerS: (b.voluntaryCtxt - a.voluntaryCtxt) / windowS,

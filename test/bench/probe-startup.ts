@@ -15,18 +15,16 @@ import path from 'node:path';
 import { FrameDecoder } from '@vsockdiag/proto';
 import { PROBE_BIN, ROOT, requireBuilt } from '../harness/collector.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
+import { childrenCpuMs } from './proc.js';
 import { summarize } from './stats.js';
 
 const EACH_TIMEOUT_MS = 10_000;
 
-/** CPU (user + system, ms) of this process's children that exited and were waited for:
- *  cutime + cstime from /proc/self/stat, in 10 ms ticks; summed over a series it gives a
- *  mean per exec that a busy machine's waiting does not inflate. */
-function childrenCpuMs(): number {
-  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[13]) + Number(f[14])) * 10;
-}
+/** The probe's flags for a start-up run, timed and profiled alike: its collector is `sock`,
+ *  everything optional is off, and the target never appears. */
+const startupArgs = (sock: string) =>
+  ['--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off', '--target', 'vd-bench-no-such-target'];
+
 
 type Stat = ReturnType<typeof summarize>;
 export interface ProbeStartup {
@@ -82,7 +80,7 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
     s.on('error', () => {});
   });
   await new Promise<void>((r) => server.listen(sock, r));
-  const probeArgs = [PROBE_BIN, '--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off', '--target', 'vd-bench-no-such-target'];
+  const probeArgs = [PROBE_BIN, ...startupArgs(sock)];
 
   // exec → first frame; resolves once the killed probe has exited (and was waited for, so
   // its CPU is in this process's cutime/cstime).
@@ -232,7 +230,7 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
         const t0 = performance.now();
         const p = spawn(
           process.execPath,
-          ['--cpu-prof', '--cpu-prof-interval', '1000', '--cpu-prof-dir', profDir, '--require', modules.preload, launcher, '--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off', '--target', 'vd-bench-no-such-target'],
+          ['--cpu-prof', '--cpu-prof-interval', '1000', '--cpu-prof-dir', profDir, '--require', modules.preload, launcher, ...startupArgs(sock)],
           { stdio: 'ignore', env: listEnv('probe') },
         );
         const exited = new Promise<void>((r) => p.once('exit', () => r()));

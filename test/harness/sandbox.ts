@@ -75,6 +75,10 @@ export interface Sandbox {
   output: () => string;
   /** Host pids of the sandbox's processes whose command line contains `needle`. */
   pidsOf: (needle: string) => number[];
+  /** The probe's sd_notify socket. */
+  notifySocket: string;
+  /** Sends one sd_notify datagram to the probe, as a process in the guest would; throws if it cannot. */
+  notify: (payload: string) => void;
   stop: () => Promise<void>;
 }
 
@@ -220,5 +224,15 @@ export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
     fs.rmSync(dir, { recursive: true, force: true });
   };
 
-  return { id: opts.id, dir, udsPath, vm, isolated, expectPort, proc, output: () => output, pidsOf, stop };
+  const notifyProbe = (payload: string) => {
+    const r = spawnSync('python3', [
+      '-c',
+      'import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(sys.argv[2].encode(), sys.argv[1])',
+      notify,
+      payload,
+    ]);
+    if (r.status !== 0) throw new Error(`sd_notify to ${notify} failed (${r.status}): ${r.stderr?.toString() ?? ''}`);
+  };
+
+  return { id: opts.id, dir, udsPath, vm, isolated, expectPort, proc, output: () => output, pidsOf, notifySocket: notify, notify: notifyProbe, stop };
 }

@@ -1,7 +1,6 @@
 // The dashboard in a real browser (Debian's headless Chromium via playwright-core), against
 // a real collector with simulated sandboxes. Screenshots go to test/results/screenshots/.
 
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,16 +24,6 @@ async function sandbox(id: string, envd: string[], probeArgs: string[] = []): Pr
   sandboxes.push(sb);
   await collector.api('PUT', `/v1/sandboxes/${id}`, { udsPath: sb.udsPath });
   return sb;
-}
-
-function notify(sb: Sandbox, payload: string): void {
-  const r = spawnSync('python3', [
-    '-c',
-    'import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(sys.argv[2].encode(), sys.argv[1])',
-    path.join(sb.dir, 'notify.sock'),
-    payload,
-  ]);
-  expect(r.status).toBe(0);
 }
 
 async function page(): Promise<Page> {
@@ -142,7 +131,7 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
   it('renders guest-supplied HTML as inert text', async () => {
     const sb = await sandbox('xss', ['-hang-in', 'api', '-no-notify']);
     await waitForState(collector, 'xss', ['starting', 'stuck']);
-    notify(sb, `PHASE=${XSS}\nSTATUS=${XSS}`);
+    sb.notify(`PHASE=${XSS}\nSTATUS=${XSS}`);
     const p = await page();
     await p.goto(`${collector.url}/`);
     await p.locator('[data-testid="sandbox-row"][data-id="xss"]').waitFor();

@@ -103,7 +103,7 @@ describe.skipIf(!namespacesAvailable())('evidence', () => {
     const sb = await sandbox({ id: 'sdnotify', envd: ['-hang-in', 'api', '-no-notify'] });
     await waitForState(collector, 'sdnotify', ['starting', 'stuck']);
     const r = spawnSync('systemd-notify', ['--status=envd startup: from systemd-notify', 'PHASE=sd-notify-phase'], {
-      env: { ...process.env, NOTIFY_SOCKET: path.join(sb.dir, 'notify.sock') },
+      env: { ...process.env, NOTIFY_SOCKET: sb.notifySocket },
       encoding: 'utf8',
     });
     expect(r.status, r.stderr).toBe(0);

@@ -3,7 +3,6 @@
 // generation without mixing the two; clones restored from one snapshot (same probe memory,
 // different sockets) are different sandboxes; a restore that moves uds_path is followed.
 
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -37,17 +36,6 @@ async function readySandbox(id: string): Promise<Sandbox> {
   return sb;
 }
 
-/** Sends one sd_notify datagram into the sandbox, as a process in the guest would. */
-function notify(sb: Sandbox, payload: string): void {
-  const r = spawnSync('python3', [
-    '-c',
-    'import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(sys.argv[2].encode(), sys.argv[1])',
-    path.join(sb.dir, 'notify.sock'),
-    payload,
-  ]);
-  expect(r.status, r.stderr?.toString()).toBe(0);
-}
-
 describe('generations', () => {
   it('a transport reset → the probe reconnects, generation 2 is recorded, the generations stay apart', async () => {
     const sb = await readySandbox('reset');
@@ -57,7 +45,7 @@ describe('generations', () => {
 
     sb.vm.reset();
     await waitFor('generation 2', async () => (await collector.api('GET', '/v1/sandboxes/reset')).body.generation === 2);
-    notify(sb, 'PHASE=after-restore\nSTATUS=resumed');
+    sb.notify('PHASE=after-restore\nSTATUS=resumed');
     await waitFor('the new phase', async () => (await allEvents(collector, 'reset', 'phase')).some((e) => e.data.name === 'after-restore'));
 
     const gen1 = (await collector.api('GET', '/v1/sandboxes/reset/events?generation=1&limit=1000')).body.events;
