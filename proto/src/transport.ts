@@ -57,8 +57,15 @@ export function dial(address: Address | string, opts: { timeoutMs?: number } = {
 }
 
 export interface ListenOptions {
-  /** Replace a socket file nobody listens on any more (left by a crash). A live one is an error. */
+  /** Replace a socket file nobody listens on any more (left by a crash). A live socket, and
+   *  anything that is not a socket (a regular file, a symlink, a folder), is an error. */
   replaceStale?: boolean;
+  /** Unix sockets: the file's mode, set at bind time (no window with a wider one). Without
+   *  it the process umask decides. */
+  mode?: number;
+  /** Unix sockets: the group the file is given (Firecracker's jailer runs the VMM under its
+   *  own uid; a shared group lets it connect while the mode keeps everyone else out). */
+  gid?: number;
 }
 
 /**
@@ -81,18 +88,43 @@ export async function listen(
         server.removeListener('error', reject);
         resolve();
       };
-      if (a.kind === 'unix') server.listen(a.path, done);
-      else server.listen(a.port, a.host, done);
+      if (a.kind !== 'unix') return void server.listen(a.port, a.host, done);
+      // bind(2) creates the file with the umask's mode, synchronously inside listen(): a
+      // umask set around the call alone gives the file its mode from the start.
+      const umask = opts.mode === undefined ? null : process.umask(0o777 & ~opts.mode);
+      try {
+        server.listen(a.path, done);
+      } finally {
+        if (umask !== null) process.umask(umask);
+      }
     });
   try {
     await bind();
   } catch (err) {
     if (a.kind !== 'unix' || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !opts.replaceStale) throw err;
-    if (await isLive(a.path)) throw err;
-    fs.rmSync(a.path, { force: true });
+    await removeStaleSocket(a.path, err as Error);
     await bind();
   }
+  if (a.kind === 'unix' && opts.gid !== undefined) fs.chownSync(a.path, -1, opts.gid);
   return server;
+}
+
+/**
+ * Removes what stands at `path` only if lstat shows a socket (never following a symlink) and
+ * nothing accepts on it; otherwise rethrows `inUse` with the reason. The caller may be root
+ * and `path` may come from an API request: nothing else is ever deleted.
+ */
+async function removeStaleSocket(path: string, inUse: Error): Promise<void> {
+  const st = fs.lstatSync(path, { throwIfNoEntry: false });
+  if (st && !st.isSocket()) {
+    const what = st.isSymbolicLink() ? 'a symbolic link' : st.isDirectory() ? 'a directory' : 'not a socket';
+    inUse.message = `${path} exists and is ${what}; refusing to replace it`;
+    throw inUse;
+  }
+  if (st && (await isLive(path))) throw inUse;
+  // Only the socket lstat saw: if it was swapped since, the unlink fails or removes a socket.
+  const again = fs.lstatSync(path, { throwIfNoEntry: false });
+  if (again?.isSocket() && again.ino === st?.ino) fs.unlinkSync(path);
 }
 
 /** Is something accepting connections on this Unix socket path? */

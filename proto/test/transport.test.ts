@@ -68,6 +68,49 @@ describe('transport', () => {
     await expect(listen(`unix:${p}`, echo, { replaceStale: true })).rejects.toMatchObject({ code: 'EADDRINUSE' });
   });
 
+  it('never replaces what is not a socket: a regular file, a symlink, a folder (issue 11, hole 3)', async () => {
+    const dir = tmp();
+    const file = path.join(dir, 'f_52000');
+    fs.writeFileSync(file, 'precious');
+    await expect(listen(`unix:${file}`, echo, { replaceStale: true })).rejects.toThrow(/not a socket; refusing/);
+    expect(fs.readFileSync(file, 'utf8')).toBe('precious');
+
+    // A symlink to a file elsewhere (or to a stale socket): neither the link nor its target goes.
+    const target = path.join(dir, 'elsewhere');
+    fs.writeFileSync(target, 'also precious');
+    const link = path.join(dir, 'l_52000');
+    fs.symlinkSync(target, link);
+    await expect(listen(`unix:${link}`, echo, { replaceStale: true })).rejects.toThrow(/symbolic link/);
+    expect(fs.lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(fs.readFileSync(target, 'utf8')).toBe('also precious');
+    const dangling = path.join(dir, 'd_52000');
+    fs.symlinkSync(path.join(dir, 'nothing-here'), dangling);
+    await expect(listen(`unix:${dangling}`, echo, { replaceStale: true })).rejects.toThrow(/symbolic link/);
+    expect(fs.lstatSync(dangling).isSymbolicLink()).toBe(true);
+
+    const folder = path.join(dir, 'dir_52000');
+    fs.mkdirSync(folder);
+    fs.writeFileSync(path.join(folder, 'inside'), 'x');
+    await expect(listen(`unix:${folder}`, echo, { replaceStale: true })).rejects.toThrow(/directory/);
+    expect(fs.existsSync(path.join(folder, 'inside'))).toBe(true);
+  });
+
+  it('creates a Unix socket with the mode and group asked for, from the start', async () => {
+    const p = path.join(tmp(), 'm.sock');
+    const server = await listen(`unix:${p}`, echo, { mode: 0o600 });
+    cleanup.push(() => server.close());
+    expect(fs.statSync(p).mode & 0o777).toBe(0o600);
+    const gid = process.getgid!();
+    const q = path.join(path.dirname(p), 'g.sock');
+    const shared = await listen(`unix:${q}`, echo, { mode: 0o660, gid });
+    cleanup.push(() => shared.close());
+    expect(fs.statSync(q).mode & 0o777).toBe(0o660);
+    expect(fs.statSync(q).gid).toBe(gid);
+    // The process umask is left as it was.
+    const before = process.umask();
+    expect(process.umask(before)).toBe(before);
+  });
+
   it('fails a dial to a missing path', async () => {
     await expect(dial(`unix:${path.join(tmp(), 'nobody.sock')}`)).rejects.toMatchObject({ code: 'ENOENT' });
   });
