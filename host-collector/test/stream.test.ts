@@ -32,8 +32,11 @@ async function start(over: Partial<CollectorOptions> = {}): Promise<string> {
 }
 
 /** A WebSocket client collecting every message. */
-async function client(url: string): Promise<{ ws: WebSocket; messages: any[]; next: (pred: (m: any) => boolean) => Promise<any> }> {
-  const ws = new WebSocket(url.replace('http', 'ws'));
+async function client(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ ws: WebSocket; messages: any[]; next: (pred: (m: any) => boolean) => Promise<any> }> {
+  const ws = new WebSocket(url.replace('http', 'ws'), { headers });
   closers.push(() => ws.terminate());
   const messages: any[] = [];
   const waiters: Array<() => void> = [];
@@ -108,11 +111,24 @@ describe('/v1/stream', () => {
     expect(c.messages.some((m) => m.type === 'event')).toBe(false);
   });
 
-  it('needs ?token= when the collector has a token', async () => {
+  it('needs the bearer token or a single-use ticket when the collector has a token', async () => {
     const url = await start({ token: 's3cret' });
     await expect(client(`${url}/v1/stream`)).rejects.toThrow(/401/);
-    const ok = await client(`${url}/v1/stream?token=s3cret`);
-    await ok.next((m) => m.type === 'snapshot');
+    // The token never travels in the URL any more.
+    await expect(client(`${url}/v1/stream?token=s3cret`)).rejects.toThrow(/401/);
+    const byHeader = await client(`${url}/v1/stream`, { authorization: 'Bearer s3cret' });
+    await byHeader.next((m) => m.type === 'snapshot');
+
+    expect((await fetch(`${url}/v1/stream/tickets`, { method: 'POST' })).status).toBe(401);
+    const res = await fetch(`${url}/v1/stream/tickets`, { method: 'POST', headers: { authorization: 'Bearer s3cret' } });
+    expect(res.status).toBe(201);
+    const { ticket, expiresInMs } = (await res.json()) as { ticket: string; expiresInMs: number };
+    expect(expiresInMs).toBeGreaterThan(0);
+    const byTicket = await client(`${url}/v1/stream?ticket=${ticket}`);
+    await byTicket.next((m) => m.type === 'snapshot');
+    // Single use: the same ticket again is refused, and so is one nobody issued.
+    await expect(client(`${url}/v1/stream?ticket=${ticket}`)).rejects.toThrow(/401/);
+    await expect(client(`${url}/v1/stream?ticket=forged`)).rejects.toThrow(/401/);
   });
 
   it('closes a client that sends garbage', async () => {

@@ -3,7 +3,7 @@
 // resubscribes. While it is not live, pages poll the REST API instead (see usePolling).
 
 import { useSyncExternalStore } from 'react';
-import { getToken, type SandboxEvent, type SandboxSummary } from './api';
+import { getToken, postJson, type SandboxEvent, type SandboxSummary } from './api';
 
 export type StreamMessage =
   | { type: 'snapshot'; sandboxes: SandboxSummary[] }
@@ -42,6 +42,7 @@ class Stream {
   private attempt = 0;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private started = false;
+  private connects = 0;
   /** Subscribed sandbox ids, with how many pages want each. */
   private subs = new Map<string, number>();
   private messageListeners = new Set<MessageListener>();
@@ -52,7 +53,7 @@ class Stream {
   start(): void {
     if (this.started) return;
     this.started = true;
-    this.connect();
+    void this.connect();
   }
 
   /** Drop the socket and connect again now (a token was entered). */
@@ -66,7 +67,7 @@ class Stream {
       ws.onclose = ws.onerror = ws.onmessage = ws.onopen = null;
       ws.close();
     }
-    this.connect();
+    void this.connect();
   }
 
   getStatus = (): StreamStatus => this.status;
@@ -111,12 +112,16 @@ class Stream {
     for (const l of this.statusListeners) l();
   }
 
-  private connect(): void {
-    const token = getToken();
-    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/stream${token ? `?token=${encodeURIComponent(token)}` : ''}`;
+  private async connect(): Promise<void> {
+    // A restart() while a ticket is on its way starts a newer connect: the older one gives up.
+    const mine = ++this.connects;
     let ws: WebSocket;
     try {
-      ws = new WebSocket(url);
+      // With a token, trade it (in a header) for a single-use ticket: the token itself never
+      // goes into a URL.
+      const query = getToken() ? `?ticket=${encodeURIComponent((await postJson<{ ticket: string }>('/v1/stream/tickets', undefined)).ticket)}` : '';
+      if (mine !== this.connects) return;
+      ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/stream${query}`);
     } catch {
       this.scheduleReconnect();
       return;
@@ -156,7 +161,7 @@ class Stream {
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = null;
-      this.connect();
+      void this.connect();
     }, delay);
   }
 }

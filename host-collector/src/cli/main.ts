@@ -213,8 +213,8 @@ export function buildProgram(): Command {
       const print = (e: TailEvent) => process.stdout.write(o.json ? `${JSON.stringify(e)}\n` : formatEvent(e));
       // Subscribe first and hold live events, then read the history: nothing falls between.
       const g = cmd.optsWithGlobals<{ collector: string; token?: string }>();
-      const url = `${g.collector.replace(/^http/, 'ws').replace(/\/+$/, '')}/v1/stream${g.token ? `?token=${encodeURIComponent(g.token)}` : ''}`;
-      const ws = new WebSocket(url);
+      const url = `${g.collector.replace(/^http/, 'ws').replace(/\/+$/, '')}/v1/stream`;
+      const ws = new WebSocket(url, g.token ? { headers: { authorization: `Bearer ${g.token}` } } : {});
       const held: TailEvent[] = [];
       let live = false;
       const done = new Promise<void>((resolve, reject) => {

@@ -4,6 +4,7 @@
 import net from 'node:net';
 import { DEFAULTS, parseAddress } from '@vsockdiag/proto';
 import type { FastifyInstance } from 'fastify';
+import { isLoopbackName } from '../http/guard.js';
 import { buildHttp } from '../http/server.js';
 import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
 import { Discovery } from './discovery.js';
@@ -48,10 +49,6 @@ export function parseHttpAddress(text: string): { host: string; port: number } {
   return { host: a.host, port: a.port };
 }
 
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || (net.isIPv4(host) && host.startsWith('127.'));
-}
-
 export class Collector {
   readonly store: Store;
   readonly registry: Registry;
@@ -65,7 +62,7 @@ export class Collector {
     private readonly log: Logger,
   ) {
     const { host } = parseHttpAddress(opts.http);
-    if (!isLoopback(host) && !opts.token) {
+    if (!isLoopbackName(host) && !opts.token) {
       throw new Error(`refusing to serve the API on non-loopback ${host} without --token`);
     }
     this.store = new Store(opts.dataDir);
@@ -90,6 +87,7 @@ export class Collector {
       dumps: this.dumps,
       log,
       dashboardDir: opts.dashboardDir,
+      loopbackOnly: isLoopbackName(host),
       ...(opts.token ? { token: opts.token } : {}),
     });
   }

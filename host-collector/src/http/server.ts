@@ -1,6 +1,7 @@
 // The HTTP face of the collector: JSON API, dashboard, health. Request lifecycle:
-// auth hook (bearer token when one is configured) → route → JSON reply, or the error
-// handler's {"error": {"code", "message"}}.
+// guard (Host, Origin, body type, then the bearer token by the matched route: guard.ts) →
+// route → JSON reply with the security headers, or the error handler's
+// {"error": {"code", "message"}}.
 
 import Fastify, {
   LogController,
@@ -13,8 +14,8 @@ import type { DumpService } from '../collector/dump-service.js';
 import type { Logger } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
-import { sameToken } from './auth.js';
 import { ApiError } from './errors.js';
+import { installGuard } from './guard.js';
 import { metricsRoutes } from './metrics.js';
 import { dumpRoutes } from './routes/dumps.js';
 import { phaseRoutes } from './routes/phases.js';
@@ -28,8 +29,21 @@ export interface HttpOptions {
   dumps: DumpService;
   log: Logger;
   token?: string;
+  /** The API is bound to loopback: only loopback Host names are served (guard.ts). */
+  loopbackOnly: boolean;
   dashboardDir: string;
 }
+
+/** Sent with every answer: the dashboard may not be framed (its destructive-dump checkbox
+ *  must not be clickjacked) and runs only its own scripts; nothing is sniffed into HTML. */
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-resource-policy': 'same-origin',
+} as const;
 
 export function buildHttp(opts: HttpOptions): FastifyInstance {
   const app = Fastify({
@@ -47,15 +61,12 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
     },
   }) as unknown as FastifyInstance;
 
-  if (opts.token) {
-    const expected = `Bearer ${opts.token}`;
-    app.addHook('onRequest', async (req: FastifyRequest) => {
-      if (!req.url.startsWith('/v1/') && !req.url.startsWith('/metrics')) return;
-      if (!sameToken(req.headers.authorization ?? '', expected)) {
-        throw new ApiError('UNAUTHORIZED', 'missing or wrong bearer token (Authorization: Bearer <token>)');
-      }
-    });
-  }
+  // Only JSON bodies are read: a cross-site "simple" POST (text/plain) never reaches a route.
+  app.removeContentTypeParser('text/plain');
+  app.addHook('onRequest', async (_req: FastifyRequest, reply: FastifyReply) => {
+    reply.headers(SECURITY_HEADERS);
+  });
+  installGuard(app, { loopbackOnly: opts.loopbackOnly, ...(opts.token ? { token: opts.token } : {}) });
 
   app.setErrorHandler((err, _req, reply) => {
     if (err instanceof ApiError) return reply.code(err.status).send({ error: { code: err.code, message: err.message } });
@@ -70,12 +81,12 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
     reply.code(404).send({ error: { code: 'NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` } }),
   );
 
-  app.get('/healthz', async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));
+  app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));
   app.register(sandboxRoutes, { registry: opts.registry, store: opts.store });
   app.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps });
   app.register(phaseRoutes, { registry: opts.registry });
   metricsRoutes(app, opts.registry);
-  streamRoute(app, opts.registry, opts.token);
+  streamRoute(app, opts.registry, { loopbackOnly: opts.loopbackOnly, ...(opts.token ? { token: opts.token } : {}) });
   serveDashboard(app, opts.dashboardDir);
   return app;
 }

@@ -23,9 +23,11 @@ export function serveDashboard(app: FastifyInstance, dir: string): void {
     }
     return reply.type(TYPES['.html']!).header('cache-control', 'no-cache').send(fs.createReadStream(index));
   };
-  app.get('/', page);
-  app.get('/sandboxes/:id', page);
-  app.get('/assets/*', async (req, reply) => {
+  // The pages and their assets hold no data (that comes from the API): open without a token.
+  const open = { config: { access: 'public' as const } };
+  app.get('/', open, page);
+  app.get('/sandboxes/:id', open, page);
+  app.get('/assets/*', open, async (req, reply) => {
     const rel = (req.params as { '*': string })['*'];
     const file = path.resolve(dir, 'assets', rel);
     if (!file.startsWith(path.resolve(dir, 'assets') + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {

@@ -3,8 +3,10 @@
 //   sandbox's summary changed (at most every SUMMARY_EVERY_MS per sandbox); {type:'removed', id};
 //   {type:'event', id, event} for every event of a sandbox the client subscribed to.
 //   client → server: {type:'subscribe', id} (answered {type:'subscribed', id}) / {type:'unsubscribe', id}.
-// With a token configured the client passes it as ?token= (browsers cannot set headers on a
-// WebSocket). A client that reads too slowly is dropped rather than buffered without bound.
+// The upgrade passes the same guard as every request (guard.ts: loopback Host, the dashboard's
+// own Origin). With a token configured, a client sends `Authorization: Bearer <token>` (the
+// CLI) or `?ticket=` from POST /v1/stream/tickets (the dashboard: browsers cannot set headers
+// on a WebSocket). A client that reads too slowly is dropped rather than buffered without bound.
 
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -13,8 +15,9 @@ import { WebSocket, WebSocketServer } from 'ws';
 import type { Registry } from '../collector/registry.js';
 import type { Sandbox } from '../collector/sandbox.js';
 import type { EventRecord } from '../collector/store.js';
-import { sameToken } from './auth.js';
+import { browserCheck, hasToken, type GuardOptions } from './guard.js';
 import { eventRecord, summary } from './present.js';
+import { Tickets } from './tickets.js';
 
 const SUMMARY_EVERY_MS = 250;
 const MAX_SUBSCRIPTIONS = 16;
@@ -22,16 +25,21 @@ const MAX_SUBSCRIPTIONS = 16;
 const MAX_BUFFERED = 4 * 1024 * 1024;
 const MAX_CLIENT_MESSAGE = 4096;
 
-export function streamRoute(app: FastifyInstance, registry: Registry, token: string | undefined): void {
+export function streamRoute(app: FastifyInstance, registry: Registry, guard: GuardOptions): void {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_CLIENT_MESSAGE });
   const clients = new Set<Client>();
+  const tickets = new Tickets();
+
+  app.post('/v1/stream/tickets', async (_req, reply) => reply.code(201).send(tickets.issue()));
 
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const url = new URL(req.url ?? '/', 'http://x');
-    if (url.pathname !== '/v1/stream') return void socket.destroy();
-    if (token && !sameToken(url.searchParams.get('token') ?? '', token)) {
-      socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      return;
+    // The target exactly as the router would match it: no decoding, no absolute form.
+    const [pathname, query = ''] = (req.url ?? '').split('?', 2) as [string, string?];
+    if (pathname !== '/v1/stream') return void refuse(socket, 404, 'Not Found');
+    if (browserCheck(req.method ?? 'GET', req.headers, guard, true)) return void refuse(socket, 403, 'Forbidden');
+    const ticket = new URLSearchParams(query).get('ticket');
+    if (guard.token && !hasToken(req.headers, guard.token) && !(ticket !== null && tickets.redeem(ticket))) {
+      return void refuse(socket, 401, 'Unauthorized');
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       const client = new Client(ws, registry);
@@ -79,6 +87,10 @@ export function streamRoute(app: FastifyInstance, registry: Registry, token: str
     for (const c of clients) c.ws.terminate();
     wss.close();
   });
+}
+
+function refuse(socket: Duplex, status: number, text: string): void {
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
 }
 
 class Client {
