@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { WebSocket } from 'ws';
 import { DUMP_MODES, parseDuration } from '@vsockdiag/proto';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
@@ -37,6 +37,18 @@ const int = (name: string) => (v: string) => {
   return n;
 };
 
+/** --socket-group: a number, or a name from /etc/group (Node has no getgrnam). */
+function groupId(v: string): number {
+  if (/^\d+$/.test(v)) return Number(v);
+  const line = fs
+    .readFileSync('/etc/group', 'utf8')
+    .split('\n')
+    .find((l) => l.split(':')[0] === v);
+  const gid = line ? Number(line.split(':')[2]) : NaN;
+  if (!Number.isInteger(gid)) throw new InvalidArgumentError(`no group "${v}" in /etc/group`);
+  return gid;
+}
+
 function client(cmd: Command): CollectorClient {
   const o = cmd.optsWithGlobals<{ collector: string; token?: string }>();
   return new CollectorClient({ url: o.collector, ...(o.token ? { token: o.token } : {}) });
@@ -67,6 +79,8 @@ export function buildProgram(): Command {
     .option('--storm-threshold <n>', 'raise socket-storm when one remote endpoint holds this many sockets', int('--storm-threshold'), DEFAULT_CONDITION_SETTINGS.stormThreshold)
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
+    .option('--uds-root <dir>', 'accept only udsPaths inside this folder (repeatable)', (v: string, all: string[] = []) => [...all, v])
+    .option('--socket-group <group>', "give the vsock sockets this group, mode 0660 (a jailed Firecracker's group); default 0600", groupId)
     .action(async (o, cmd: Command) => {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
@@ -85,6 +99,8 @@ export function buildProgram(): Command {
           dashboardDir: dashboardDir(),
           ...(o.discover ? { discover: o.discover } : {}),
           ...(token ? { token } : {}),
+          ...(o.udsRoot ? { udsRoots: o.udsRoot } : {}),
+          ...(o.socketGroup !== undefined ? { socketGid: o.socketGroup } : {}),
         },
         log,
       );

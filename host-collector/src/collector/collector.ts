@@ -27,6 +27,10 @@ export interface CollectorOptions {
   onStuck?: OnStuck;
   /** Sockets to one remote endpoint from which a socket-storm condition is raised. */
   stormThreshold?: number;
+  /** Folders every udsPath must lie in (--uds-root); none: any absolute path. */
+  udsRoots?: string[];
+  /** Group for the vsock sockets (--socket-group), so a jailed Firecracker can connect. */
+  socketGid?: number;
   /** Events kept per sandbox; older ones are pruned every minute. */
   retainEvents?: number;
 }
@@ -73,6 +77,8 @@ export class Collector {
         stallAfterMs: opts.stallAfterMs,
         startDeadlineMs: opts.startDeadlineMs,
         targetName: DEFAULTS.target,
+        ...(opts.udsRoots?.length ? { udsRoots: opts.udsRoots } : {}),
+        ...(opts.socketGid !== undefined ? { socketGid: opts.socketGid } : {}),
         conditions: {
           ...DEFAULT_CONDITION_SETTINGS,
           ...(opts.stormThreshold !== undefined ? { stormThreshold: opts.stormThreshold } : {}),

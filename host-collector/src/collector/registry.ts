@@ -2,6 +2,8 @@
 // a restarted collector listens again at once, before any probe retries.
 
 import { EventEmitter } from 'node:events';
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Logger } from './logger.js';
 import { Sandbox, type SandboxSettings, type StateChange } from './sandbox.js';
 import type { Store } from './store.js';
@@ -19,22 +21,59 @@ export class RegistryError extends Error {
   }
 }
 
+export interface RegistrySettings extends SandboxSettings {
+  /** When set, every udsPath must lie inside one of these folders (collector --uds-root). */
+  udsRoots?: readonly string[];
+}
+
+/**
+ * Why `udsPath` may not be used, or null. Checked on the path as given (absolute, normalised)
+ * and, with roots configured, on where its folder really is, so neither "..", nor a symlinked
+ * folder, leads a registration out of the roots.
+ */
+export function udsPathProblem(udsPath: string, roots: readonly string[] | undefined): string | null {
+  if (!udsPath.startsWith('/') || Buffer.byteLength(udsPath) > MAX_UDS_PATH || udsPath.includes('\0')) {
+    return `udsPath must be an absolute path of at most ${MAX_UDS_PATH} bytes`;
+  }
+  if (path.posix.normalize(udsPath) !== udsPath || udsPath.endsWith('/')) return `udsPath must be normalised (no "..", "." or "//"): ${udsPath}`;
+  if (!roots || roots.length === 0) return null;
+  const inside = (p: string, root: string) => p.startsWith(root.endsWith('/') ? root : `${root}/`);
+  if (!roots.some((r) => inside(udsPath, r))) return `udsPath ${udsPath} is outside the allowed folders (--uds-root ${roots.join(', ')})`;
+  let dir: string;
+  try {
+    dir = fs.realpathSync(path.dirname(udsPath));
+  } catch {
+    return null; // no such folder: binding fails with LISTEN_FAILED, and nothing is created
+  }
+  const realRoots = roots.map((r) => {
+    try {
+      return fs.realpathSync(r);
+    } catch {
+      return r;
+    }
+  });
+  if (!realRoots.some((r) => inside(`${dir}/`, r))) return `udsPath ${udsPath} leads outside the allowed folders through a symbolic link`;
+  return null;
+}
+
 export class Registry extends EventEmitter {
   readonly sandboxes = new Map<string, Sandbox>();
 
   constructor(
     private readonly store: Store,
-    private readonly settings: SandboxSettings,
+    private readonly settings: RegistrySettings,
     private readonly log: Logger,
   ) {
     super();
   }
 
-  /** Brings back every persisted sandbox and listens for each. */
+  /** Brings back every persisted sandbox and listens for each (if its path is still allowed). */
   async restore(): Promise<void> {
     for (const row of this.store.listSandboxes()) {
       const sb = this.create(row.id, row.udsPath, row.source, row.generation);
       try {
+        const problem = udsPathProblem(row.udsPath, this.settings.udsRoots);
+        if (problem) throw new Error(problem);
         await sb.startListening();
       } catch (err) {
         sb.listenError = (err as Error).message;
@@ -55,9 +94,8 @@ export class Registry extends EventEmitter {
     if (!SANDBOX_ID_PATTERN.test(id)) {
       throw new RegistryError('BAD_ID', `sandbox id must match ${SANDBOX_ID_PATTERN} (got ${JSON.stringify(id.slice(0, 140))})`);
     }
-    if (!udsPath.startsWith('/') || Buffer.byteLength(udsPath) > MAX_UDS_PATH || udsPath.includes('\0')) {
-      throw new RegistryError('BAD_PATH', `udsPath must be an absolute path of at most ${MAX_UDS_PATH} bytes`);
-    }
+    const problem = udsPathProblem(udsPath, this.settings.udsRoots);
+    if (problem) throw new RegistryError('BAD_PATH', problem);
     for (const other of this.sandboxes.values()) {
       if (other.id !== id && other.udsPath === udsPath) {
         throw new RegistryError('PATH_IN_USE', `udsPath ${udsPath} already belongs to sandbox ${other.id}`);

@@ -21,6 +21,9 @@ export interface SandboxSettings {
   targetName: string;
   conditions: Omit<ConditionSettings, 'stallAfterMs'>;
   budget?: BudgetLimits;
+  /** Group given the vsock sockets (mode 0660), for a jailed Firecracker under its own uid;
+   *  without one they are 0600: the collector's user alone. */
+  socketGid?: number;
 }
 
 /** Bounds on the short histories kept per sandbox for conditions. */
@@ -101,7 +104,11 @@ export class Sandbox extends EventEmitter implements SessionHost {
   /** Binds <udsPath>_<vsockPort>. Accepting does nothing slow: Firecracker's connect to
    *  this socket blocks its event thread until we accept. */
   async startListening(): Promise<void> {
-    this.server = await listen(`unix:${this.socketPath}`, (socket) => this.accept(socket), { replaceStale: true });
+    const gid = this.settings.socketGid;
+    this.server = await listen(`unix:${this.socketPath}`, (socket) => this.accept(socket), {
+      replaceStale: true,
+      ...(gid === undefined ? { mode: 0o600 } : { mode: 0o660, gid }),
+    });
     this.listenError = null;
     this.evaluate();
   }

@@ -99,9 +99,16 @@ export class Store {
   private readonly eventQueries = new Map<string, Database.Statement>();
 
   constructor(dataDir: string) {
-    fs.mkdirSync(dataDir, { recursive: true });
-    this.db = new Database(path.join(dataDir, 'vsockdiag.db'));
-    this.db.pragma('journal_mode = WAL');
+    // The history holds guest output and dumps of every sandbox: the collector's user alone
+    // may read it (a folder made here is 0700; the database and its WAL files are 0600).
+    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    const umask = process.umask(0o077);
+    try {
+      this.db = new Database(path.join(dataDir, 'vsockdiag.db'));
+      this.db.pragma('journal_mode = WAL');
+    } finally {
+      process.umask(umask);
+    }
     this.db.pragma('synchronous = NORMAL');
     this.db.pragma('busy_timeout = 2000');
     this.db.exec(`
