@@ -274,7 +274,8 @@ async function quitIgnorer(): Promise<ChildProcess> {
   return child;
 }
 
-describe('SigquitCapture on real processes', () => {
+// The first test builds the fake envd with go (many seconds on a busy 2-core machine).
+describe('SigquitCapture on real processes', { timeout: 60_000 }, () => {
   it('captures the fake envd goroutine dump from its stderr; it exits with status 2', async () => {
     const child = await hungFakeEnvd();
     const cap = new SigquitCapture();
@@ -309,7 +310,8 @@ describe('SigquitCapture on real processes', () => {
   });
 });
 
-describe('takeDump goroutines', () => {
+// The first test builds the fake envd with go (many seconds on a busy 2-core machine).
+describe('takeDump goroutines', { timeout: 60_000 }, () => {
   function ctx(over: Partial<DumpContext>): DumpContext {
     return {
       targetPid: null,
