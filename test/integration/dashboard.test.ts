@@ -18,6 +18,8 @@ let root: string;
 let browser: Browser;
 let closeBrowser: () => Promise<void>;
 const sandboxes: Sandbox[] = [];
+/** What the collector's Content-Security-Policy blocked on any page: must stay empty. */
+const cspViolations: string[] = [];
 
 async function sandbox(id: string, envd: string[], probeArgs: string[] = []): Promise<Sandbox> {
   const sb = await startSandbox({ id, root, envd, probeArgs });
@@ -29,6 +31,9 @@ async function sandbox(id: string, envd: string[], probeArgs: string[] = []): Pr
 async function page(): Promise<Page> {
   const p = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   p.on('dialog', (d) => void d.accept());
+  p.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
+  });
   return p;
 }
 
@@ -48,6 +53,8 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
   }, 120_000);
 
   afterAll(async () => {
+    // Every page of every test ran under the collector's CSP (script-src 'self', no framing).
+    expect(cspViolations).toEqual([]);
     await closeBrowser?.();
     await Promise.all(sandboxes.map((s) => s.stop()));
     await collector?.stop();
