@@ -111,7 +111,13 @@ export function dumpDetail(d: StoredDump & { text: string }) {
     ...dumpBrief(d),
     text: d.text,
     ...(a?.kind === 'goroutines'
-      ? { goroutines: a.goroutines, goroutineGroups: a.goroutineGroups, ...(a.reason ? { reason: a.reason } : {}), ...(a.truncated ? { truncated: true } : {}) }
+      ? {
+          goroutines: a.goroutines,
+          goroutineGroups: a.goroutineGroups,
+          ...(a.reason ? { reason: a.reason } : {}),
+          ...(a.truncated ? { truncated: true } : {}),
+          ...(a.longLines ? { longLines: a.longLines } : {}),
+        }
       : {}),
     ...(a?.kind === 'threads' ? { threads: a.threads } : {}),
   };
@@ -138,6 +144,7 @@ export function analysisOf(d: ReturnType<typeof dumpDetail>): DumpAnalysis {
       goroutineGroups: d.goroutineGroups,
       ...(d.reason ? { reason: d.reason } : {}),
       ...(d.truncated ? { truncated: true } : {}),
+      ...(d.longLines ? { longLines: d.longLines } : {}),
     };
   }
   if (d.kind === 'threads' && d.threads) return { kind: 'threads', threads: d.threads };
