@@ -10,6 +10,7 @@ import { WebSocket } from 'ws';
 import { DUMP_MODES, parseDuration } from '@vsockdiag/proto';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
+import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
 import { createLogger } from '../collector/logger.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
 import { analysisOf, type detail, type dumpBrief, type dumpDetail, type eventRecord } from '../http/present.js';
@@ -67,6 +68,7 @@ export function buildProgram(): Command {
     .option('--storm-threshold <n>', 'raise socket-storm when one remote endpoint holds this many sockets', int('--storm-threshold'), DEFAULT_CONDITION_SETTINGS.stormThreshold)
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
+    .option('--dump-analysis-limit <d>', 'how long parsing one dump (or a diff) may take; a dump over it is kept unparsed', parseDuration, DUMP_ANALYSIS_TIME_LIMIT_MS)
     .action(async (o, cmd: Command) => {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
@@ -82,6 +84,7 @@ export function buildProgram(): Command {
           startDeadlineMs: o.startDeadline,
           stormThreshold: o.stormThreshold,
           onStuck: o.onStuck,
+          dumpAnalysisLimitMs: o.dumpAnalysisLimit,
           dashboardDir: dashboardDir(),
           ...(o.discover ? { discover: o.discover } : {}),
           ...(token ? { token } : {}),

@@ -4,7 +4,8 @@
 import type { EventOf } from '@vsockdiag/proto';
 import type { Sandbox } from '../collector/sandbox.js';
 import type { EventRecord, StoredDump, StoredEvent } from '../collector/store.js';
-import { diffAnalyses, topGroup, type DumpAnalysis } from '../dumps/analyze.js';
+import { topGroup, type DumpAnalysis } from '../dumps/analyze.js';
+import type { DumpDiff } from '../dumps/dump-work.js';
 import type { SandboxState } from '../collector/verdict.js';
 
 /** State and reason as every reader sees them (a socket the collector cannot listen on says so). */
@@ -105,11 +106,11 @@ export function dumpBrief(d: StoredDump) {
 }
 
 /** One dump: its text, with the parsed structure flattened in (goroutineGroups or threads). */
-export function dumpDetail(d: StoredDump & { text: string }) {
+export function dumpDetail(d: StoredDump, text: string) {
   const a = d.analysis as DumpAnalysis | null;
   return {
     ...dumpBrief(d),
-    text: d.text,
+    text,
     ...(a?.kind === 'goroutines'
       ? {
           goroutines: a.goroutines,
@@ -124,8 +125,8 @@ export function dumpDetail(d: StoredDump & { text: string }) {
 }
 
 /** What changed between two dumps of one sandbox. */
-export function dumpDiff(older: StoredDump & { text: string }, newer: StoredDump & { text: string }) {
-  return { older: older.id, newer: newer.id, ...diffAnalyses(older.text, newer.text) };
+export function dumpDiff(older: StoredDump, newer: StoredDump, diff: DumpDiff) {
+  return { older: older.id, newer: newer.id, ...diff };
 }
 
 /** One phase name across the fleet (GET /v1/phases): how long it took, from its samples in ms. */
