@@ -10,6 +10,7 @@ import { WebSocket } from 'ws';
 import { DUMP_MODES, parseDuration } from '@vsockdiag/proto';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
+import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
 import { createLogger } from '../collector/logger.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
 import { analysisOf, type detail, type dumpBrief, type dumpDetail, type eventRecord } from '../http/present.js';
@@ -81,6 +82,7 @@ export function buildProgram(): Command {
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
     .option('--uds-root <dir>', 'accept only udsPaths inside this folder (repeatable)', (v: string, all: string[] = []) => [...all, v])
     .option('--socket-group <group>', "give the vsock sockets this group, mode 0660 (a jailed Firecracker's group); default 0600", groupId)
+    .option('--dump-analysis-limit <d>', 'how long parsing one dump (or a diff) may take; a dump over it is kept unparsed', parseDuration, DUMP_ANALYSIS_TIME_LIMIT_MS)
     .action(async (o, cmd: Command) => {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
@@ -96,6 +98,7 @@ export function buildProgram(): Command {
           startDeadlineMs: o.startDeadline,
           stormThreshold: o.stormThreshold,
           onStuck: o.onStuck,
+          dumpAnalysisLimitMs: o.dumpAnalysisLimit,
           dashboardDir: dashboardDir(),
           ...(o.discover ? { discover: o.discover } : {}),
           ...(token ? { token } : {}),

@@ -8,6 +8,7 @@ import { isLoopbackName } from '../http/guard.js';
 import { buildHttp } from '../http/server.js';
 import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
 import { Discovery } from './discovery.js';
+import { DumpAnalyzer } from './dump-analyzer.js';
 import { DumpService, type OnStuck } from './dump-service.js';
 import type { Logger } from './logger.js';
 import { Registry } from './registry.js';
@@ -33,6 +34,8 @@ export interface CollectorOptions {
   socketGid?: number;
   /** Events kept per sandbox; older ones are pruned every minute. */
   retainEvents?: number;
+  /** How long one dump's analysis, or one diff, may take in the dump worker (DUMP_ANALYSIS_TIME_LIMIT_MS). */
+  dumpAnalysisLimitMs?: number;
 }
 
 export const DEFAULT_COLLECTOR_OPTIONS = {
@@ -58,6 +61,7 @@ export class Collector {
   readonly registry: Registry;
   readonly http: FastifyInstance;
   readonly dumps: DumpService;
+  private readonly analyzer: DumpAnalyzer;
   private discovery: Discovery | null = null;
   private pruneTimer: NodeJS.Timeout | null = null;
 
@@ -86,11 +90,17 @@ export class Collector {
       },
       log,
     );
-    this.dumps = new DumpService(this.store, this.registry, log, { probePort: opts.probePort, onStuck: opts.onStuck ?? 'threads' });
+    this.analyzer = new DumpAnalyzer({ log, ...(opts.dumpAnalysisLimitMs !== undefined ? { timeLimitMs: opts.dumpAnalysisLimitMs } : {}) });
+    this.dumps = new DumpService(this.store, this.registry, log, {
+      probePort: opts.probePort,
+      onStuck: opts.onStuck ?? 'threads',
+      analyzer: this.analyzer,
+    });
     this.http = buildHttp({
       registry: this.registry,
       store: this.store,
       dumps: this.dumps,
+      analyzer: this.analyzer,
       log,
       dashboardDir: opts.dashboardDir,
       loopbackOnly: isLoopbackName(host),
@@ -123,6 +133,7 @@ export class Collector {
     if (this.pruneTimer) clearInterval(this.pruneTimer);
     await this.http.close();
     await this.registry.closeAll();
+    await this.analyzer.close();
     this.store.close();
   }
 }

@@ -8,7 +8,8 @@
 // supervisor restarts envd with the evidence kept. Each is linked from the history.
 
 import { DUMP_MODES, MAX_DUMP_BYTES, type DumpMode } from '@vsockdiag/proto';
-import { analyzeDump, topGroup, type DumpAnalysis } from '../dumps/analyze.js';
+import { topGroup } from '../dumps/analyze.js';
+import type { DumpAnalyzer } from './dump-analyzer.js';
 import type { Logger } from './logger.js';
 import { requestViaCommandPort } from './probe-dial.js';
 import type { Registry } from './registry.js';
@@ -47,7 +48,7 @@ export class DumpService {
     private readonly store: Store,
     private readonly registry: Registry,
     private readonly log: Logger,
-    private readonly opts: { probePort: number; onStuck: OnStuck },
+    private readonly opts: { probePort: number; onStuck: OnStuck; analyzer: DumpAnalyzer },
   ) {
     registry.on('state', (c: StateChange) => {
       if (c.state === 'stuck') void this.autoDumps(c.id);
@@ -68,7 +69,7 @@ export class DumpService {
           // Nothing to keep (no target, a mode the probe cannot do): an answer, not a dump.
           throw new DumpError('DUMP_FAILED', answer.result.error ?? 'the probe could not take the dump');
         }
-        return this.keep(sb, req, answer, generation);
+        return await this.keep(sb, req, answer, generation);
       } catch (err) {
         lastErr = err as Error;
         // Retry once if the sandbox changed generation under us: the new one can answer.
@@ -114,12 +115,13 @@ export class DumpService {
     return { answer: a, via: 'command port' };
   }
 
-  private keep(sb: Sandbox, req: DumpRequest, a: Answer, generation: number): StoredDump {
+  /** Stores the answer: gzipped and analysed in the dump worker, so a big or hostile dump never holds up the event loop. */
+  private async keep(sb: Sandbox, req: DumpRequest, a: Answer, generation: number): Promise<StoredDump> {
     const d = a.result.dump;
-    const text = Buffer.concat(a.chunks).toString('utf8');
     const complete = Boolean(d?.complete) && !a.cut && a.contiguous && d?.bytes === a.bytes && d.chunks === a.chunks.length;
     const error = a.result.ok ? null : (a.result.error ?? 'the probe could not take the dump');
-    const analysis: DumpAnalysis | null = text ? analyzeDump(text) : null;
+    const { gz, bytes, analysis, notAnalysed } = await this.opts.analyzer.ingest(a.chunks);
+    const notes = [d?.note ?? (a.cut ? `cut at ${MAX_DUMP_BYTES} bytes` : null), notAnalysed ? `not analysed: ${notAnalysed}` : null];
     const id = this.store.saveDump({
       sandboxId: sb.id,
       generation,
@@ -128,10 +130,11 @@ export class DumpService {
       trigger: req.trigger,
       complete,
       error,
-      note: d?.note ?? (a.cut ? `cut at ${MAX_DUMP_BYTES} bytes` : null),
+      note: notes.filter((n) => n !== null).join('; ') || null,
       pid: d?.pid ?? null,
       createdMs: Date.now(),
-      text,
+      gz,
+      bytes,
       analysis,
     });
     const top = analysis ? topGroup(analysis) : null;
@@ -143,7 +146,7 @@ export class DumpService {
       ...(error ? { error } : {}),
       ...(top ? { blockedIn: top.blockedIn, count: top.count } : {}),
     });
-    this.log.info({ sandbox: sb.id, dump: id, mode: req.mode, trigger: req.trigger, bytes: text.length, complete, error }, 'dump stored');
+    this.log.info({ sandbox: sb.id, dump: id, mode: req.mode, trigger: req.trigger, bytes, complete, error, notAnalysed }, 'dump stored');
     return this.store.dumpInfo(sb.id, id)!;
   }
 

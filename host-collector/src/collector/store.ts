@@ -6,6 +6,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import Database from 'better-sqlite3';
 
@@ -56,15 +57,20 @@ export interface DumpRecord {
   note: string | null;
   pid: number | null;
   createdMs: number;
-  text: string;
+  /** The dump's bytes as they arrived, gzipped (by the dump worker, off the main thread). */
+  gz: Buffer;
+  /** How many bytes arrived (not the size of any decoded text). */
+  bytes: number;
   /** Parsed structure (goroutine groups or thread groups), JSON-able. */
   analysis: unknown;
 }
 
-export interface StoredDump extends Omit<DumpRecord, 'text'> {
+export interface StoredDump extends Omit<DumpRecord, 'gz'> {
   id: number;
-  bytes: number;
 }
+
+/** A stored dump with its text still gzipped: read it with dumpBytes, or hand it to the dump worker. */
+export type StoredDumpBlob = StoredDump & { gz: Buffer };
 
 /** How long writes wait to be committed together (acks wait for the commit). */
 export const GROUP_COMMIT_MS = 5;
@@ -320,15 +326,14 @@ export class Store {
     return rows.map((r) => ({ ...r, data: JSON.parse(r.data) as unknown }));
   }
 
-  /** Stores a dump (text gzipped) and keeps only the newest KEEP_DUMPS of the sandbox. */
+  /** Stores a dump (its bytes already gzipped) and keeps only the newest KEEP_DUMPS of the sandbox. */
   saveDump(d: DumpRecord): number {
-    const text = zlib.gzipSync(Buffer.from(d.text, 'utf8'));
+    const { gz, ...rest } = d;
     const id = this.db.transaction(() => {
       const r = this.stmt.insertDump.run({
-        ...d,
+        ...rest,
         complete: d.complete ? 1 : 0,
-        bytes: Buffer.byteLength(d.text),
-        text,
+        text: gz,
         analysis: JSON.stringify(d.analysis),
       });
       this.stmt.pruneDumps.run(d.sandboxId, d.sandboxId, KEEP_DUMPS);
@@ -347,13 +352,13 @@ export class Store {
     return row ? fromDumpRow(row) : null;
   }
 
-  getDump(sandboxId: string, id: number): (StoredDump & { text: string }) | null {
-    return withText(this.stmt.getDump.get(sandboxId, id) as (DumpRow & { text: Buffer }) | undefined);
+  getDump(sandboxId: string, id: number): StoredDumpBlob | null {
+    return withBlob(this.stmt.getDump.get(sandboxId, id) as (DumpRow & { text: Buffer }) | undefined);
   }
 
   /** The newest successful dump of the same mode before `id`. */
-  previousDump(sandboxId: string, mode: string, id: number): (StoredDump & { text: string }) | null {
-    return withText(this.stmt.previousDump.get(sandboxId, mode, id) as (DumpRow & { text: Buffer }) | undefined);
+  previousDump(sandboxId: string, mode: string, id: number): StoredDumpBlob | null {
+    return withBlob(this.stmt.previousDump.get(sandboxId, mode, id) as (DumpRow & { text: Buffer }) | undefined);
   }
 
   /** Id of the newest event of a kind (0 if none). */
@@ -387,6 +392,15 @@ function fromDumpRow(r: DumpRow): StoredDump {
   return { ...r, complete: r.complete === 1, analysis: JSON.parse(r.analysis) as unknown };
 }
 
-function withText(row: (DumpRow & { text: Buffer }) | undefined): (StoredDump & { text: string }) | null {
-  return row ? { ...fromDumpRow(row), text: zlib.gunzipSync(row.text).toString('utf8') } : null;
+function withBlob(row: (DumpRow & { text: Buffer }) | undefined): StoredDumpBlob | null {
+  if (!row) return null;
+  const { text, ...info } = row;
+  return { ...fromDumpRow(info), gz: text };
+}
+
+const gunzip = promisify(zlib.gunzip);
+
+/** A stored dump's bytes, unzipped on libuv's thread pool rather than the event loop. */
+export function dumpBytes(d: StoredDumpBlob): Promise<Buffer> {
+  return gunzip(d.gz);
 }

@@ -5,6 +5,7 @@
 import { detectDumpKind } from './detect.js';
 import { diffDumps, diffThreads } from './diff.js';
 import { parseGoroutines } from './goroutines.js';
+import { MAX_DUMP_LINE_CHARS } from './lines.js';
 import { groupGoroutines, summarize, type GoroutineGroup } from './group.js';
 import { groupThreads, parseThreads, summarizeThreads, type ThreadGroup } from './threads.js';
 
@@ -17,11 +18,13 @@ export type DumpAnalysis =
       reason?: string;
       /** The text ended in the middle of a goroutine. */
       truncated?: boolean;
+      /** Lines too long to read (MAX_DUMP_LINE_CHARS), when there were any. */
+      longLines?: number;
       goroutineGroups: GoroutineGroup[];
     }
   | {
       kind: 'threads';
-      threads: { pid: number; comm: string; arch?: string; tasks: number; groups: ThreadGroup[] };
+      threads: { pid: number; comm: string; arch?: string; tasks: number; longLines?: number; groups: ThreadGroup[] };
     }
   | { kind: 'unknown' };
 
@@ -34,6 +37,7 @@ export function analyzeDump(text: string): DumpAnalysis {
         goroutines: dump.goroutines.length,
         ...(dump.reason ? { reason: dump.reason } : {}),
         ...(dump.truncated ? { truncated: true } : {}),
+        ...(dump.longLines ? { longLines: dump.longLines } : {}),
         goroutineGroups: groupGoroutines(dump),
       };
     }
@@ -46,6 +50,7 @@ export function analyzeDump(text: string): DumpAnalysis {
           comm: dump.comm,
           ...(dump.arch ? { arch: dump.arch } : {}),
           tasks: dump.tasks.length,
+          ...(dump.longLines ? { longLines: dump.longLines } : {}),
           groups: groupThreads(dump),
         },
       };
@@ -72,12 +77,16 @@ export function topGroup(a: DumpAnalysis): { blockedIn: string; count: number } 
 export function summarizeAnalysis(a: DumpAnalysis, limit = 20): string {
   switch (a.kind) {
     case 'goroutines':
-      return `${a.goroutines} goroutines in ${a.goroutineGroups.length} groups${a.truncated ? ' (dump cut short)' : ''}\n${summarize(a.goroutineGroups, { limit })}`;
+      return `${a.goroutines} goroutines in ${a.goroutineGroups.length} groups${a.truncated ? ' (dump cut short)' : ''}${longLinesNote(a.longLines)}\n${summarize(a.goroutineGroups, { limit })}`;
     case 'threads':
-      return `${a.threads.tasks} threads of pid ${a.threads.pid} (${a.threads.comm}) in ${a.threads.groups.length} groups\n${summarizeThreads(a.threads.groups, { limit })}`;
+      return `${a.threads.tasks} threads of pid ${a.threads.pid} (${a.threads.comm}) in ${a.threads.groups.length} groups${longLinesNote(a.threads.longLines)}\n${summarizeThreads(a.threads.groups, { limit })}`;
     case 'unknown':
       return 'not a goroutine or threads dump\n';
   }
+}
+
+function longLinesNote(n: number | undefined): string {
+  return n ? ` (${n} line${n === 1 ? '' : 's'} over ${MAX_DUMP_LINE_CHARS} characters not read)` : '';
 }
 
 /** What did not move between two dumps of the same kind. */

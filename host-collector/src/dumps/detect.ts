@@ -1,12 +1,13 @@
 // Which kind of dump a text is: a probe threads dump (threads.ts), a Go traceback
 // (goroutines.ts), or neither. Pure.
 
+import { endsWithGoroutineHeader } from './goroutines.js';
+import { MAX_DUMP_LINE_CHARS } from './lines.js';
+
 export type DumpKind = 'goroutines' | 'threads' | 'unknown';
 
 // The threads header must be the first non-blank, non-comment line.
 const THREADS_HEADER_RE = /^threads of pid \d+ \(/;
-// A goroutine header anywhere, at the start of a line or after a log prefix (journal).
-const GOROUTINE_HEADER_RE = /(?:^|\s)goroutine \d+(?:\s+[A-Za-z]+=\S*)*\s*\[[^\]\n]*\]:[ \t\r]*$/m;
 
 export function detectDumpKind(text: string): DumpKind {
   if (typeof text !== 'string' || text.length === 0) return 'unknown';
@@ -21,5 +22,23 @@ export function detectDumpKind(text: string): DumpKind {
     }
     start = end + 1;
   }
-  return GOROUTINE_HEADER_RE.test(text) ? 'goroutines' : 'unknown';
+  return hasGoroutineHeader(text) ? 'goroutines' : 'unknown';
+}
+
+/**
+ * A goroutine header on some line, at its start or after a log prefix (journal), ending in
+ * "]:". Lines longer than MAX_DUMP_LINE_CHARS are not looked at (the parser skips them too).
+ */
+function hasGoroutineHeader(text: string): boolean {
+  // From one "goroutine " to the next line holding one: each line is read once.
+  for (let at = text.indexOf('goroutine '); at >= 0; ) {
+    const start = text.lastIndexOf('\n', at) + 1;
+    let end = text.indexOf('\n', at);
+    if (end < 0) end = text.length;
+    // The parser's lines end before "\r\n" too.
+    const length = end - start - (text.charCodeAt(end - 1) === 13 ? 1 : 0);
+    if (length <= MAX_DUMP_LINE_CHARS && endsWithGoroutineHeader(text.slice(start, end))) return true;
+    at = text.indexOf('goroutine ', end);
+  }
+  return false;
 }

@@ -17,6 +17,9 @@
 //   created by main.main                                  (older) then its file line
 //   	goroutine running on other thread; stack unavailable
 //
+// Lines longer than MAX_DUMP_LINE_CHARS (lines.ts) are not read: they count as skipped,
+// and in `longLines`.
+//
 // Everything else (the "SIGQUIT: quit" / "PC=0x… m=0 sigcode=0" preamble, register dumps
 // such as "rax    0xca", "panic: …", "fatal error: …", "runtime stack:" sections, the
 // program's own log lines) is recognised and ignored, or counted in skippedLines.
@@ -25,6 +28,17 @@
 // The parser never throws: a truncated dump gives the goroutines up to the cut (the
 // last frame possibly without file and line, and `truncated: true`), garbage gives
 // { goroutines: [], skippedLines: N }. The raw text is kept by the caller.
+
+import {
+  firstLineTerminator,
+  isDigit,
+  isLineTerminator,
+  isSpace,
+  lastLineTerminator,
+  MAX_DUMP_LINE_CHARS,
+  skipSpace,
+  trimmedEnd,
+} from './lines.js';
 
 export interface Frame {
   /** Fully qualified function name as printed, e.g. "main.(*cgroupManager).acquireRoot", "net/http.(*conn).serve", "panic". */
@@ -70,12 +84,16 @@ export interface GoroutineDump {
   truncated?: boolean;
   /** The first "SIGQUIT: quit", "panic: …" or "fatal error: …" line, when present. */
   reason?: string;
+  /** Lines longer than MAX_DUMP_LINE_CHARS, not read (also counted in skippedLines). */
+  longLines?: number;
 }
 
 // ---- line patterns ----
 
-const HEADER_RE = /^goroutine (\d+)((?:\s+[A-Za-z]+=\S*)*)\s*\[([^\]]*)\]:?\s*$/;
-const FILE_RE = /^\s+(.+?):(\d+)(?:\s+\+0x[0-9a-fA-F]+)?(?:\s+.*)?$/;
+// The header and file lines are scanned by hand (headerAt, parseFileLine): as regular
+// expressions they backtracked quadratically on hostile lines (see lines.ts). The patterns
+// left here cannot split a run of text in more than one way, or are anchored with a bounded
+// amount of backtracking at each position, so they run in linear time.
 const CREATED_RE = /^created by (\S+?)(?:\s+in goroutine (\d+))?\s*$/;
 const ELIDED_RE = /^\.\.\.(?:additional|\d+) frames elided\.\.\.\s*$/;
 const UNAVAILABLE_RE = /^\s*goroutine running on other thread; stack unavailable\s*$/;
@@ -91,6 +109,114 @@ const JOURNAL_PREFIXES = [
   // journalctl -o short-iso / short-precise variants: "2024-01-02T15:04:05+0000 host envd[123]: "
   /^\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)? \S+ [^\s:[]+(?:\[\d+\])?: ?/,
 ];
+
+const isLetter = (c: number): boolean => (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+const isHex = (c: number): boolean => isDigit(c) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
+
+/**
+ * The id and the opening "[" of a goroutine header that starts at `from` ("goroutine ") and
+ * whose state bracket closes at `close`; `lastClose` is the last "]" before `close` (the
+ * state holds none). The pattern this replaces was
+ * goroutine (\d+)(?:\s+[A-Za-z]+=\S*)*\s*\[([^\]]*)\] : between the id and the bracket only
+ * whitespace-separated key=value items ("gp=0xc000002380 m=nil"), and of the "[" that allows
+ * the last one wins (a value may itself hold "[").
+ */
+function headerAt(line: string, from: number, close: number, lastClose: number): { id: number; open: number } | undefined {
+  const digits = from + 'goroutine '.length;
+  let i = digits;
+  while (i < close && isDigit(line.charCodeAt(i))) i++;
+  if (i === digits) return undefined;
+  let open = -1;
+  // What position k follows: 0 the id, 1 whitespace, 2 an item's key, 3 an item's "=" or value.
+  let after = 0;
+  for (let k = i; k < close; k++) {
+    const c = line.charCodeAt(k);
+    if (c === 91 /* [ */ && k > lastClose && after !== 2) open = k;
+    if (isSpace(c)) {
+      if (after === 2) break;
+      after = 1;
+    } else if (after === 1 && isLetter(c)) after = 2;
+    else if (after === 2 && c === 61 /* = */) after = 3;
+    else if (!(after === 3 || (after === 2 && isLetter(c)))) break;
+  }
+  return open < 0 ? undefined : { id: Number(line.slice(digits, i)), open };
+}
+
+/** "goroutine 18 gp=0x… m=nil [chan receive, 5 minutes]:" (the ":" optional): the id and the bracket's text. */
+export function parseGoroutineHeader(line: string): { id: number; inner: string } | undefined {
+  if (!line.startsWith('goroutine ')) return undefined;
+  let end = trimmedEnd(line);
+  if (line.charCodeAt(end - 1) === 58 /* : */) end--;
+  if (line.charCodeAt(end - 1) !== 93 /* ] */) return undefined;
+  const close = end - 1;
+  const h = headerAt(line, 0, close, line.lastIndexOf(']', close - 1));
+  return h && { id: h.id, inner: line.slice(h.open + 1, close) };
+}
+
+/**
+ * Whether a line ends in a goroutine header ("…]:"), at its start or after whitespace (a log
+ * prefix such as the journal's). Each candidate's scan stops at the next candidate's
+ * "goroutine" (which is no key=value item), so the line is read a bounded number of times.
+ */
+export function endsWithGoroutineHeader(line: string): boolean {
+  let end = line.length;
+  for (let c = line.charCodeAt(end - 1); c === 32 || c === 9 || c === 13; c = line.charCodeAt(end - 1)) end--;
+  if (line.charCodeAt(end - 1) !== 58 /* : */ || line.charCodeAt(end - 2) !== 93 /* ] */) return false;
+  const close = end - 2;
+  const lastClose = line.lastIndexOf(']', close - 1);
+  for (let s = line.indexOf('goroutine '); s >= 0 && s < close; s = line.indexOf('goroutine ', s + 1)) {
+    if (s > 0 && !isSpace(line.charCodeAt(s - 1))) continue;
+    if (headerAt(line, s, close, lastClose)) return true;
+  }
+  return false;
+}
+
+/**
+ * "\t/path/file.go:123 +0x1d fp=… sp=… pc=…": the file and the line, as
+ * ^\s+(.+?):(\d+)(?:\s+\+0x[0-9a-fA-F]+)?(?:\s+.*)?$ gave them: the first ":" after the
+ * indent that is followed by a line number and then whitespace or the end.
+ */
+export function parseFileLine(line: string): { file: string; line: number } | undefined {
+  const start = skipSpace(line, 0);
+  if (start === 0) return undefined;
+  const lastLT = lastLineTerminator(line);
+  // The file name holds no line terminator (it was ".+?").
+  const fileEnd = firstLineTerminator(line, start);
+  for (let c = line.indexOf(':', start + 1); c >= 0 && c < fileEnd; c = line.indexOf(':', c + 1)) {
+    const n = lineNumberAt(line, c, lastLT);
+    if (n !== undefined) return { file: line.slice(start, c), line: n };
+  }
+  // "\t\t:12": the expression gave back one character of the indent as the file name.
+  if (start >= 2 && line.charCodeAt(start) === 58 && !isLineTerminator(line.charCodeAt(start - 1))) {
+    const n = lineNumberAt(line, start, lastLT);
+    if (n !== undefined) return { file: line.slice(start - 1, start), line: n };
+  }
+  return undefined;
+}
+
+/**
+ * The number after the ":" at `colon`, if what follows it is (whitespace "+0xPC")? and then
+ * (whitespace and anything)? up to the end, where "anything" holds no line terminator. The
+ * digits, spaces and hex read here hold no ":", so each colon's look stops before the next.
+ */
+function lineNumberAt(line: string, colon: number, lastLT: number): number | undefined {
+  const d0 = colon + 1;
+  let d = d0;
+  while (d < line.length && isDigit(line.charCodeAt(d))) d++;
+  if (d === d0) return undefined;
+  const n = Number(line.slice(d0, d));
+  if (d === line.length) return n;
+  if (!isSpace(line.charCodeAt(d))) return undefined;
+  const w = skipSpace(line, d);
+  if (lastLT < w) return n;
+  if (!line.startsWith('+0x', w)) return undefined;
+  let h = w + 3;
+  while (h < line.length && isHex(line.charCodeAt(h))) h++;
+  if (h === w + 3) return undefined;
+  if (h === line.length) return n;
+  if (!isSpace(line.charCodeAt(h))) return undefined;
+  return lastLT < skipSpace(line, h) ? n : undefined;
+}
 
 /** Splits "pkg/path.Func" the way the Go runtime's funcpkgpath does: up to the first dot after the last slash. */
 export function packageOf(func: string): string {
@@ -153,16 +279,18 @@ function stripJournalPrefix(lines: string[]): string[] {
   // Only when the dump itself is prefixed: some header carries a prefix and none is bare.
   let prefixed = false;
   for (const line of lines) {
-    if (line.startsWith('goroutine ') && HEADER_RE.test(line)) return lines;
+    if (line.length > MAX_DUMP_LINE_CHARS) continue;
+    if (parseGoroutineHeader(line)) return lines;
     if (!prefixed && line.includes('goroutine ')) {
       for (const re of JOURNAL_PREFIXES) {
         const m = re.exec(line);
-        if (m && HEADER_RE.test(line.slice(m[0].length))) prefixed = true;
+        if (m && parseGoroutineHeader(line.slice(m[0].length))) prefixed = true;
       }
     }
   }
   if (!prefixed) return lines;
   return lines.map((line) => {
+    if (line.length > MAX_DUMP_LINE_CHARS) return line;
     for (const re of JOURNAL_PREFIXES) {
       const m = re.exec(line);
       if (m) return line.slice(m[0].length);
@@ -197,6 +325,12 @@ function parseInto(dump: GoroutineDump, text: string): void {
 
   for (const line of lines) {
     lastSkipped = false;
+    if (line.length > MAX_DUMP_LINE_CHARS) {
+      dump.skippedLines++;
+      dump.longLines = (dump.longLines ?? 0) + 1;
+      lastSkipped = cur !== undefined;
+      continue;
+    }
     if (line.trim() === '') {
       // Go separates goroutines with a blank line.
       cur = undefined;
@@ -206,9 +340,9 @@ function parseInto(dump: GoroutineDump, text: string): void {
     }
 
     if (line.charCodeAt(0) === 103 /* g */) {
-      const h = HEADER_RE.exec(line);
+      const h = parseGoroutineHeader(line);
       if (h) {
-        cur = { id: Number(h[1]), ...parseHeaderState(h[3] ?? ''), frames: [], elided: false };
+        cur = { id: h.id, ...parseHeaderState(h.inner), frames: [], elided: false };
         if (cur.notes === undefined) delete cur.notes;
         dump.goroutines.push(cur);
         pending = undefined;
@@ -223,10 +357,10 @@ function parseInto(dump: GoroutineDump, text: string): void {
         cur.stackUnavailable = true;
         continue;
       }
-      const f = FILE_RE.exec(line);
+      const f = parseFileLine(line);
       if (f && pending) {
-        pending.file = f[1] ?? '';
-        pending.line = Number(f[2]);
+        pending.file = f.file;
+        pending.line = f.line;
         pending = undefined;
         continue;
       }

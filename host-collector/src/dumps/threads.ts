@@ -31,7 +31,19 @@
 //                 the file is unreadable.
 //   Other indented lines under a task ("  ! stack: EACCES") are kept as the task's notes.
 //
-// parseThreads never throws; unrecognised lines are counted in skippedLines.
+// parseThreads never throws; unrecognised lines are counted in skippedLines, and lines
+// longer than MAX_DUMP_LINE_CHARS (lines.ts) are not read: skipped, and counted in longLines.
+
+import {
+  firstLineTerminator,
+  isDigit,
+  isSpace,
+  lastLineTerminator,
+  MAX_DUMP_LINE_CHARS,
+  skipNonSpace,
+  skipSpace,
+  trimmedEnd,
+} from './lines.js';
 
 export type Arch = 'x86_64' | 'aarch64';
 
@@ -66,6 +78,8 @@ export interface ThreadsDump {
   /** The "# …" lines, without the "# " (e.g. "target exited during the dump"). */
   comments?: string[];
   skippedLines: number;
+  /** Lines longer than MAX_DUMP_LINE_CHARS, not read (also counted in skippedLines). */
+  longLines?: number;
 }
 
 export interface ThreadGroup {
@@ -144,9 +158,116 @@ export function syscallName(arch: Arch | string | undefined, nr: number): string
 
 // ---- parsing ----
 
-const HEADER_RE = /^threads of pid (\d+) \((.*)\)(?:\s+arch=(\S+))?\s*$/;
-const TASK_RE = /^task (\d+) \((.*)\) state=(\S+)(?:\s+wchan=(\S*))?(?:\s+syscall=(\S*))?(.*)$/;
-const STACK_RE = /^\s*\[<[0-9a-fA-Fx]*>\]\s+(\S.*?)\s*$/;
+// The header, task and stack lines are scanned by hand: as regular expressions they
+// backtracked quadratically on hostile lines (lines.ts). Each function gives what its old
+// pattern (quoted) captured.
+
+/** ^threads of pid (\d+) \((.*)\)(?:\s+arch=(\S+))?\s*$ — the comm runs to the last ")" the rest allows. */
+export function parseThreadsHeader(line: string): { pid: number; comm: string; arch?: string } | undefined {
+  const prefix = 'threads of pid ';
+  if (!line.startsWith(prefix)) return undefined;
+  const digitsEnd = skipDigits(line, prefix.length);
+  if (digitsEnd === prefix.length || !line.startsWith(' (', digitsEnd)) return undefined;
+  const pid = Number(line.slice(prefix.length, digitsEnd));
+  const commStart = digitsEnd + 2;
+  // The comm was ".*": it holds no line terminator.
+  const commLimit = firstLineTerminator(line, commStart);
+  const end = trimmedEnd(line);
+  // "…)" and only whitespace after it.
+  const last = end - 1;
+  if (last >= commStart && last <= commLimit && line.charCodeAt(last) === 41 /* ) */) return { pid, comm: line.slice(commStart, last) };
+  // "…) arch=X": the last word, after whitespace that follows the ")".
+  let word = end;
+  while (word > 0 && !isSpace(line.charCodeAt(word - 1))) word--;
+  if (!line.startsWith('arch=', word) || end - word <= 'arch='.length) return undefined;
+  let close = word;
+  while (close > 0 && isSpace(line.charCodeAt(close - 1))) close--;
+  close--;
+  if (close === word - 1 || close < commStart || close > commLimit || line.charCodeAt(close) !== 41) return undefined;
+  return { pid, comm: line.slice(commStart, close), arch: line.slice(word + 'arch='.length, end) };
+}
+
+interface TaskLine {
+  tid: number;
+  comm: string;
+  state: string;
+  wchan?: string;
+  syscall?: string;
+  rest: string;
+}
+
+/**
+ * ^task (\d+) \((.*)\) state=(\S+)(?:\s+wchan=(\S*))?(?:\s+syscall=(\S*))?(.*)$ — the comm
+ * runs to the last ") state=" the rest allows (comms may hold ")" and spaces).
+ */
+export function parseTaskLine(line: string): TaskLine | undefined {
+  if (!line.startsWith('task ')) return undefined;
+  const digitsEnd = skipDigits(line, 'task '.length);
+  if (digitsEnd === 'task '.length || !line.startsWith(' (', digitsEnd)) return undefined;
+  const commStart = digitsEnd + 2;
+  const commLimit = firstLineTerminator(line, commStart);
+  const lastLT = lastLineTerminator(line);
+  const marker = ') state=';
+  // Latest first; what each try reads stops at the next ") state=" (its space ends the runs).
+  for (let at = line.lastIndexOf(marker); at >= commStart; at = line.lastIndexOf(marker, at - 1)) {
+    if (at > commLimit) continue;
+    const t = taskTail(line, at + marker.length, lastLT);
+    if (t) return { tid: Number(line.slice('task '.length, digitsEnd)), comm: line.slice(commStart, at), ...t };
+  }
+  return undefined;
+}
+
+/** state=(\S+)(?:\s+wchan=(\S*))?(?:\s+syscall=(\S*))?(.*)$ from `from`; "." takes no line terminator. */
+function taskTail(line: string, from: number, lastLT: number): Omit<TaskLine, 'tid' | 'comm'> | undefined {
+  const stateEnd = skipNonSpace(line, from);
+  if (stateEnd === from) return undefined;
+  const state = line.slice(from, stateEnd);
+  const rest = (at: number) => (lastLT < at ? line.slice(at) : undefined);
+  const wchanEnd = itemEnd(line, stateEnd, 'wchan=');
+  if (wchanEnd >= 0) {
+    const wchan = line.slice(skipSpace(line, stateEnd) + 'wchan='.length, wchanEnd);
+    const syscallEnd = itemEnd(line, wchanEnd, 'syscall=');
+    const afterSyscall = syscallEnd >= 0 ? rest(syscallEnd) : undefined;
+    if (afterSyscall !== undefined) {
+      return { state, wchan, syscall: line.slice(skipSpace(line, wchanEnd) + 'syscall='.length, syscallEnd), rest: afterSyscall };
+    }
+    const afterWchan = rest(wchanEnd);
+    if (afterWchan !== undefined) return { state, wchan, rest: afterWchan };
+  }
+  const syscallEnd = itemEnd(line, stateEnd, 'syscall=');
+  const afterSyscall = syscallEnd >= 0 ? rest(syscallEnd) : undefined;
+  if (afterSyscall !== undefined) {
+    return { state, syscall: line.slice(skipSpace(line, stateEnd) + 'syscall='.length, syscallEnd), rest: afterSyscall };
+  }
+  const afterState = rest(stateEnd);
+  return afterState === undefined ? undefined : { state, rest: afterState };
+}
+
+/** \s+NAME(\S*) at `at`: the end of the value, or -1. */
+function itemEnd(line: string, at: number, name: string): number {
+  const w = skipSpace(line, at);
+  if (w === at || !line.startsWith(name, w)) return -1;
+  return skipNonSpace(line, w + name.length);
+}
+
+/** ^\s*\[<[0-9a-fA-Fx]*>\]\s+(\S.*?)\s*$ — the frame after "[<addr>]", trailing whitespace dropped. */
+export function parseStackLine(line: string): string | undefined {
+  let i = skipSpace(line, 0);
+  if (!line.startsWith('[<', i)) return undefined;
+  i += 2;
+  for (let c = line.charCodeAt(i); isDigit(c) || c === 120 /* x */ || (c >= 65 && c <= 70) || (c >= 97 && c <= 102); c = line.charCodeAt(++i));
+  if (!line.startsWith('>]', i)) return undefined;
+  const from = skipSpace(line, i + 2);
+  const end = trimmedEnd(line);
+  if (from === i + 2 || end <= from || firstLineTerminator(line, from) < end) return undefined;
+  return line.slice(from, end);
+}
+
+function skipDigits(line: string, from: number): number {
+  let i = from;
+  while (i < line.length && isDigit(line.charCodeAt(i))) i++;
+  return i;
+}
 
 function parseSyscall(value: string | undefined, rest: string, arch: Arch | undefined): ThreadSyscall {
   if (value === undefined || value === '' || value === '?') return { kind: 'unknown' };
@@ -168,37 +289,35 @@ export function parseThreads(text: string): ThreadsDump {
   if (typeof text !== 'string') return dump;
   let cur: ThreadTask | undefined;
   for (const line of text.split(/\r?\n/)) {
+    if (line.length > MAX_DUMP_LINE_CHARS) {
+      dump.skippedLines++;
+      dump.longLines = (dump.longLines ?? 0) + 1;
+      continue;
+    }
     if (line.trim() === '') continue;
     if (line.startsWith('#')) {
       (dump.comments ??= []).push(line.replace(/^#\s?/, '').trimEnd());
       continue;
     }
-    const t = line.startsWith('task ') ? TASK_RE.exec(line) : null;
+    const t = parseTaskLine(line);
     if (t) {
-      cur = {
-        tid: Number(t[1]),
-        comm: t[2] ?? '',
-        state: t[3] ?? '?',
-        syscall: parseSyscall(t[5], t[6] ?? '', dump.arch),
-        stack: [],
-      };
-      const wchan = t[4];
-      if (wchan && wchan !== '0' && wchan !== '?') cur.wchan = wchan;
+      cur = { tid: t.tid, comm: t.comm, state: t.state, syscall: parseSyscall(t.syscall, t.rest, dump.arch), stack: [] };
+      if (t.wchan && t.wchan !== '0' && t.wchan !== '?') cur.wchan = t.wchan;
       dump.tasks.push(cur);
       continue;
     }
-    const h = line.startsWith('threads of pid ') ? HEADER_RE.exec(line) : null;
+    const h = parseThreadsHeader(line);
     if (h) {
-      dump.pid = Number(h[1]);
-      dump.comm = h[2] ?? '';
-      const arch = normalizeArch(h[3]);
+      dump.pid = h.pid;
+      dump.comm = h.comm;
+      const arch = normalizeArch(h.arch);
       if (arch) dump.arch = arch;
       cur = undefined;
       continue;
     }
     if (cur && (line.charCodeAt(0) === 32 || line.charCodeAt(0) === 9)) {
-      const s = STACK_RE.exec(line);
-      if (s) cur.stack.push(s[1] ?? '');
+      const frame = parseStackLine(line);
+      if (frame !== undefined) cur.stack.push(frame);
       else (cur.notes ??= []).push(line.trim());
       continue;
     }

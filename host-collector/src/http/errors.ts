@@ -15,6 +15,10 @@ export const API_ERRORS = {
   INTERNAL: 500,
   PROBE_UNREACHABLE: 503,
   DUMP_TIMEOUT: 504,
+  /** The dump worker could not take the request (it failed, or too many were waiting). */
+  ANALYSIS_FAILED: 503,
+  /** The dump worker gave the request up at its time limit. */
+  ANALYSIS_TIMEOUT: 504,
 } as const;
 
 export type ApiErrorCode = keyof typeof API_ERRORS;

@@ -4,7 +4,8 @@
 import type { EventOf } from '@vsockdiag/proto';
 import type { Sandbox } from '../collector/sandbox.js';
 import type { EventRecord, StoredDump, StoredEvent } from '../collector/store.js';
-import { diffAnalyses, topGroup, type DumpAnalysis } from '../dumps/analyze.js';
+import { topGroup, type DumpAnalysis } from '../dumps/analyze.js';
+import type { DumpDiff } from '../dumps/dump-work.js';
 import type { SandboxState } from '../collector/verdict.js';
 
 /** State and reason as every reader sees them (a socket the collector cannot listen on says so). */
@@ -105,21 +106,27 @@ export function dumpBrief(d: StoredDump) {
 }
 
 /** One dump: its text, with the parsed structure flattened in (goroutineGroups or threads). */
-export function dumpDetail(d: StoredDump & { text: string }) {
+export function dumpDetail(d: StoredDump, text: string) {
   const a = d.analysis as DumpAnalysis | null;
   return {
     ...dumpBrief(d),
-    text: d.text,
+    text,
     ...(a?.kind === 'goroutines'
-      ? { goroutines: a.goroutines, goroutineGroups: a.goroutineGroups, ...(a.reason ? { reason: a.reason } : {}), ...(a.truncated ? { truncated: true } : {}) }
+      ? {
+          goroutines: a.goroutines,
+          goroutineGroups: a.goroutineGroups,
+          ...(a.reason ? { reason: a.reason } : {}),
+          ...(a.truncated ? { truncated: true } : {}),
+          ...(a.longLines ? { longLines: a.longLines } : {}),
+        }
       : {}),
     ...(a?.kind === 'threads' ? { threads: a.threads } : {}),
   };
 }
 
 /** What changed between two dumps of one sandbox. */
-export function dumpDiff(older: StoredDump & { text: string }, newer: StoredDump & { text: string }) {
-  return { older: older.id, newer: newer.id, ...diffAnalyses(older.text, newer.text) };
+export function dumpDiff(older: StoredDump, newer: StoredDump, diff: DumpDiff) {
+  return { older: older.id, newer: newer.id, ...diff };
 }
 
 /** One phase name across the fleet (GET /v1/phases): how long it took, from its samples in ms. */
@@ -138,6 +145,7 @@ export function analysisOf(d: ReturnType<typeof dumpDetail>): DumpAnalysis {
       goroutineGroups: d.goroutineGroups,
       ...(d.reason ? { reason: d.reason } : {}),
       ...(d.truncated ? { truncated: true } : {}),
+      ...(d.longLines ? { longLines: d.longLines } : {}),
     };
   }
   if (d.kind === 'threads' && d.threads) return { kind: 'threads', threads: d.threads };

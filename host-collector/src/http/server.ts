@@ -10,6 +10,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
+import type { DumpAnalyzer } from '../collector/dump-analyzer.js';
 import type { DumpService } from '../collector/dump-service.js';
 import type { Logger } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
@@ -27,6 +28,7 @@ export interface HttpOptions {
   registry: Registry;
   store: Store;
   dumps: DumpService;
+  analyzer: DumpAnalyzer;
   log: Logger;
   token?: string;
   /** The API is bound to loopback: only loopback Host names are served (guard.ts). */
@@ -83,7 +85,7 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
 
   app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));
   app.register(sandboxRoutes, { registry: opts.registry, store: opts.store });
-  app.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps });
+  app.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps, analyzer: opts.analyzer });
   app.register(phaseRoutes, { registry: opts.registry });
   metricsRoutes(app, opts.registry);
   streamRoute(app, opts.registry, { loopbackOnly: opts.loopbackOnly, ...(opts.token ? { token: opts.token } : {}) });

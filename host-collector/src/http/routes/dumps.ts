@@ -3,14 +3,18 @@
 
 import type { FastifyInstance } from 'fastify';
 import { DUMP_MODES, type DumpMode } from '@vsockdiag/proto';
+import { AnalysisError, type DumpAnalyzer } from '../../collector/dump-analyzer.js';
 import { DumpError, type DumpService } from '../../collector/dump-service.js';
 import type { Registry } from '../../collector/registry.js';
-import type { Store } from '../../collector/store.js';
+import { dumpBytes, type Store } from '../../collector/store.js';
 import { ApiError, noSandbox } from '../errors.js';
 import { dumpBrief, dumpDetail, dumpDiff } from '../present.js';
 
-export async function dumpRoutes(app: FastifyInstance, opts: { registry: Registry; store: Store; dumps: DumpService }): Promise<void> {
-  const { registry, store, dumps } = opts;
+export async function dumpRoutes(
+  app: FastifyInstance,
+  opts: { registry: Registry; store: Store; dumps: DumpService; analyzer: DumpAnalyzer },
+): Promise<void> {
+  const { registry, store, dumps, analyzer } = opts;
   const sandbox = (id: string) => {
     const sb = registry.get(id);
     if (!sb) throw noSandbox(id);
@@ -48,7 +52,8 @@ export async function dumpRoutes(app: FastifyInstance, opts: { registry: Registr
   app.get('/v1/sandboxes/:id/dumps/:dumpId', async (req) => {
     const { id, dumpId } = req.params as { id: string; dumpId: string };
     sandbox(id);
-    return dumpDetail(dumpOf(id, dumpId));
+    const d = dumpOf(id, dumpId);
+    return dumpDetail(d, (await dumpBytes(d)).toString('utf8'));
   });
 
   app.get('/v1/sandboxes/:id/dumps/:dumpId/raw', async (req, reply) => {
@@ -58,7 +63,8 @@ export async function dumpRoutes(app: FastifyInstance, opts: { registry: Registr
     return reply
       .type('text/plain; charset=utf-8')
       .header('content-disposition', `attachment; filename="${id}-dump-${d.id}-${d.mode}.txt"`)
-      .send(d.text);
+      // The bytes as the probe sent them.
+      .send(await dumpBytes(d));
   });
 
   app.get('/v1/sandboxes/:id/dumps/:dumpId/diff', async (req) => {
@@ -68,6 +74,12 @@ export async function dumpRoutes(app: FastifyInstance, opts: { registry: Registr
     const against = (req.query as { against?: string }).against;
     const older = against ? dumpOf(id, against) : store.previousDump(id, newer.mode, newer.id);
     if (!older) throw new ApiError('NOT_FOUND', `no earlier ${newer.mode} dump of sandbox "${id.slice(0, 140)}" to compare with`);
-    return dumpDiff(older, newer);
+    try {
+      // Unzipped, parsed and compared in the dump worker, within its time limit.
+      return dumpDiff(older, newer, await analyzer.diff(older.gz, newer.gz));
+    } catch (err) {
+      if (err instanceof AnalysisError) throw new ApiError(err.code === 'TIMEOUT' ? 'ANALYSIS_TIMEOUT' : 'ANALYSIS_FAILED', err.message);
+      throw err;
+    }
   });
 }

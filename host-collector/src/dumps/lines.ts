@@ -1,0 +1,77 @@
+// What the dump parsers share about lines: the length cap, and the character classes their
+// hand-written scanners use in place of regular expressions.
+//
+// The line formats used to be matched with regular expressions whose quantifiers could split
+// one run of text in many ways, so a hostile line cost time quadratic in its length (a guest
+// answering its dump with 110 KB of "goroutine 1 a=[[[…" froze the collector for seconds).
+// The scanners read each line a bounded number of times and give the same captures as those
+// expressions did (test/dumps-linear.test.ts compares them on random lines).
+
+/**
+ * Lines longer than this (in UTF-16 code units, 64 Ki) are not parsed: they are counted in
+ * `skippedLines` and in `longLines`. No Go traceback or probe threads-dump line comes near it
+ * (Go prints at most ten argument words per frame; comm is 15 bytes).
+ */
+export const MAX_DUMP_LINE_CHARS = 64 * 1024;
+
+/** The characters JavaScript's \s matches (WhiteSpace and LineTerminator), as String.trim uses them. */
+export function isSpace(c: number): boolean {
+  return (
+    c === 32 ||
+    (c >= 9 && c <= 13) ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
+/**
+ * The characters a regular expression's "." does not match. A lone CR, LS or PS can sit inside
+ * a line (lines are split at "\n" and "\r\n"); the scanners treat them as the expressions did.
+ */
+export function isLineTerminator(c: number): boolean {
+  return c === 10 || c === 13 || c === 0x2028 || c === 0x2029;
+}
+
+export function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
+}
+
+/** Index of the first line terminator at or after `from`, or `line.length`. */
+export function firstLineTerminator(line: string, from: number): number {
+  for (let i = from; i < line.length; i++) if (isLineTerminator(line.charCodeAt(i))) return i;
+  return line.length;
+}
+
+/** Index of the last line terminator in `line`, or -1. */
+export function lastLineTerminator(line: string): number {
+  for (let i = line.length - 1; i >= 0; i--) if (isLineTerminator(line.charCodeAt(i))) return i;
+  return -1;
+}
+
+/** End of the run of whitespace starting at `from`. */
+export function skipSpace(line: string, from: number): number {
+  let i = from;
+  while (i < line.length && isSpace(line.charCodeAt(i))) i++;
+  return i;
+}
+
+/** End of the run of non-whitespace starting at `from`. */
+export function skipNonSpace(line: string, from: number): number {
+  let i = from;
+  while (i < line.length && !isSpace(line.charCodeAt(i))) i++;
+  return i;
+}
+
+/** Length of `line` without trailing whitespace (as trimEnd). */
+export function trimmedEnd(line: string): number {
+  let e = line.length;
+  while (e > 0 && isSpace(line.charCodeAt(e - 1))) e--;
+  return e;
+}

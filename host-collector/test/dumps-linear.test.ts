@@ -1,0 +1,194 @@
+// The dump parsers' line scanners (issue 11, hole 2): the regular expressions they replace
+// backtracked quadratically (a 20 KB line cost 240–390 ms each; 110 KB of "goroutine 1 a=[[[…"
+// froze the collector). Here: the scanners give what the old expressions gave, on random lines
+// built from the pieces that matter (the old expressions are kept below as the reference, run
+// only on short lines); 1 MB hostile lines, each of the shapes that made an expression
+// backtrack, take well under a second; and lines over the cap are counted, not read.
+import { describe, expect, it } from 'vitest';
+import { analyzeDump } from '../src/dumps/analyze.js';
+import { detectDumpKind } from '../src/dumps/detect.js';
+import { endsWithGoroutineHeader, parseFileLine, parseGoroutineHeader, parseGoroutines } from '../src/dumps/goroutines.js';
+import { MAX_DUMP_LINE_CHARS } from '../src/dumps/lines.js';
+import { parseStackLine, parseTaskLine, parseThreads, parseThreadsHeader } from '../src/dumps/threads.js';
+
+// The expressions as they were (host-collector/src/dumps before the fix).
+const OLD = {
+  goroutineHeader: /^goroutine (\d+)((?:\s+[A-Za-z]+=\S*)*)\s*\[([^\]]*)\]:?\s*$/,
+  detectHeader: /(?:^|\s)goroutine \d+(?:\s+[A-Za-z]+=\S*)*\s*\[[^\]\n]*\]:[ \t\r]*$/m,
+  fileLine: /^\s+(.+?):(\d+)(?:\s+\+0x[0-9a-fA-F]+)?(?:\s+.*)?$/,
+  threadsHeader: /^threads of pid (\d+) \((.*)\)(?:\s+arch=(\S+))?\s*$/,
+  task: /^task (\d+) \((.*)\) state=(\S+)(?:\s+wchan=(\S*))?(?:\s+syscall=(\S*))?(.*)$/,
+  stack: /^\s*\[<[0-9a-fA-Fx]*>\]\s+(\S.*?)\s*$/,
+};
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+/** `count` random lines of up to `max` pieces, half of them starting with `lead`. */
+function randomLines(seed: number, lead: string, pieces: readonly string[], count = 20_000, max = 14): string[] {
+  const rand = rng(seed);
+  const out: string[] = [];
+  for (let i = 0; i < count; i++) {
+    let line = rand() < 0.5 ? lead : '';
+    const n = Math.floor(rand() * max);
+    for (let j = 0; j < n; j++) line += pieces[Math.floor(rand() * pieces.length)];
+    out.push(line);
+  }
+  return out;
+}
+
+// Line terminators the parsers can meet inside a line (lines are split at \n and \r\n only),
+// and a no-break space (whitespace to \s, not to a plain " " test).
+const ODD = ['\r', '\u2028', '\u2029', '\u00a0'];
+
+describe('the scanners give what the old expressions gave', () => {
+  it('goroutine headers', () => {
+    const pieces = ['1', '12', ' ', '\t', 'a', 'gp', '=', '0x1', '[', ']', ':', 'x', ',', ' [running]:', 'm=nil', 'goroutine ', ...ODD];
+    for (const line of randomLines(1, 'goroutine ', pieces)) {
+      const m = OLD.goroutineHeader.exec(line);
+      expect(parseGoroutineHeader(line), JSON.stringify(line)).toEqual(m ? { id: Number(m[1]), inner: m[3] } : undefined);
+    }
+  });
+
+  it('goroutine headers anywhere in a line (detection), for lines without a lone line terminator', () => {
+    // The old expression ran over the whole text with /m, where \s could cross a line end;
+    // the scanner reads one line at a time (a header sits on one line in every dump).
+    const pieces = ['1', ' ', '\t', 'a', 'b=', '=', '[', ']', ':', 'x', 'goroutine ', 'goroutine 3', 'envd[1]: ', '\u00a0', ']:', ' [running]:'];
+    for (const line of randomLines(2, 'goroutine ', pieces)) {
+      expect(endsWithGoroutineHeader(line), JSON.stringify(line)).toBe(OLD.detectHeader.test(line));
+      expect(endsWithGoroutineHeader(`log: ${line} `), JSON.stringify(line)).toBe(OLD.detectHeader.test(`log: ${line} `));
+    }
+  });
+
+  it('file lines', () => {
+    const pieces = ['\t', ' ', '/p', 'a', 'C', ':', '1', '12', '+0x', '1d', 'g', ' fp=0x1', '+', ...ODD];
+    for (const line of randomLines(3, '\t', pieces)) {
+      const m = OLD.fileLine.exec(line);
+      expect(parseFileLine(line), JSON.stringify(line)).toEqual(m ? { file: m[1], line: Number(m[2]) } : undefined);
+    }
+  });
+
+  it('threads headers', () => {
+    const pieces = ['1', ' (', '(', ')', ' ', '\t', 'arch=', 'x86_64', 'a', ') arch=', ...ODD];
+    for (const line of randomLines(4, 'threads of pid ', pieces)) {
+      const m = OLD.threadsHeader.exec(line);
+      const want = m ? { pid: Number(m[1]), comm: m[2], ...(m[3] !== undefined ? { arch: m[3] } : {}) } : undefined;
+      expect(parseThreadsHeader(line), JSON.stringify(line)).toEqual(want);
+    }
+  });
+
+  it('task lines', () => {
+    const pieces = ['1', ' (', ')', ') state=', ' state=', 'S', ' ', '\t', ' wchan=', 'wchan=', ' syscall=', '202', '0x1', 'futex', 'x', ...ODD];
+    for (const line of randomLines(5, 'task 1 (', pieces, 30_000, 16)) {
+      const m = OLD.task.exec(line);
+      const want = m
+        ? {
+            tid: Number(m[1]),
+            comm: m[2],
+            state: m[3],
+            ...(m[4] !== undefined ? { wchan: m[4] } : {}),
+            ...(m[5] !== undefined ? { syscall: m[5] } : {}),
+            rest: m[6],
+          }
+        : undefined;
+      expect(parseTaskLine(line), JSON.stringify(line)).toEqual(want);
+    }
+  });
+
+  it('kernel stack lines', () => {
+    const pieces = [' ', '\t', '[<', '0', 'x', 'f', '>]', 'futex_wait', '+0x60/0x90', 'a b', ...ODD];
+    for (const line of randomLines(6, '  [<0>] ', pieces)) {
+      const m = OLD.stack.exec(line);
+      expect(parseStackLine(line), JSON.stringify(line)).toBe(m ? m[1] : undefined);
+    }
+  });
+});
+
+/** Milliseconds `f` takes. */
+function timed(f: () => unknown): number {
+  const t0 = performance.now();
+  f();
+  return performance.now() - t0;
+}
+
+// Quadratic on a 1 MB line would be minutes; linear is milliseconds. The bound is generous
+// for a loaded 2-core machine.
+const BOUND_MS = 2000;
+const MB = 1_000_000;
+
+describe('1 MB hostile lines take well under a second', () => {
+  const cases: Array<[string, () => unknown]> = [
+    ['header: goroutine 1 a=[[[…', () => parseGoroutineHeader(`goroutine 1 a=${'['.repeat(MB)}`)],
+    ['header: goroutine 1 a=[[[…]:', () => parseGoroutineHeader(`goroutine 1 a=${'['.repeat(MB)}]:`)],
+    ['header: items a=[ … then ]:', () => parseGoroutineHeader(`goroutine 1${' a=['.repeat(MB / 4)}]:`)],
+    ['header: whitespace before ]', () => parseGoroutineHeader(`goroutine 1 [${' '.repeat(MB)}x]`)],
+    ['detect: goroutine 1 a=[[[…]:', () => endsWithGoroutineHeader(`goroutine 1 a=${'['.repeat(MB)}]:`)],
+    ['detect: " goroutine 1" × 90,000 then [x]:', () => endsWithGoroutineHeader(`${' goroutine 1'.repeat(MB / 12)} [x]:`)],
+    ['detect: " goroutine 1 a=[" × 70,000 then ]:', () => endsWithGoroutineHeader(`${' goroutine 1 a=['.repeat(MB / 15)}]:`)],
+    ['file: \\t a:1 a:1 …', () => parseFileLine(`\t${'a:1 '.repeat(MB / 4)}`)],
+    ['file: \\t a:1x a:1x …', () => parseFileLine(`\t${'a:1x'.repeat(MB / 4)}`)],
+    ['file: indent of a million tabs', () => parseFileLine(`${'\t'.repeat(MB)}x`)],
+    ['file: :1 +0x1 and a line separator', () => parseFileLine(`\t${'a:1 +0x1 '.repeat(MB / 9)}\u2028`)],
+    ['stack: [<0>] a, spaces, b', () => parseStackLine(`  [<0>] a${' '.repeat(MB)}b`)],
+    ['stack: [< and a million x', () => parseStackLine(`  [<${'x'.repeat(MB)}`)],
+    ['stack: [<0>] and a line separator', () => parseStackLine(`  [<0>] ${'a '.repeat(MB / 2)}\u2028b`)],
+    ['threads header: ( ) ) ) …', () => parseThreadsHeader(`threads of pid 1 (${')'.repeat(MB)}x`)],
+    ['threads header: ) arch=x × …', () => parseThreadsHeader(`threads of pid 1 (${') arch=x'.repeat(MB / 8)}) y`)],
+    ['task: ) state=x × … and a line separator', () => parseTaskLine(`task 1 (${') state=x'.repeat(MB / 8)}\u2028`)],
+    ['task: ) state= × …', () => parseTaskLine(`task 1 (${') state= '.repeat(MB / 9)}`)],
+    ['task: wchan= syscall= × …', () => parseTaskLine(`task 1 (a) state=S${' wchan=a syscall=1'.repeat(MB / 18)}\u2028`)],
+  ];
+  for (const [name, f] of cases) {
+    it(name, () => {
+      expect(timed(f)).toBeLessThan(BOUND_MS);
+    });
+  }
+});
+
+describe('the line cap', () => {
+  it('lines over MAX_DUMP_LINE_CHARS are counted and not read; dumps of lines just under it stay fast', () => {
+    const long = `goroutine 1 a=${'['.repeat(MAX_DUMP_LINE_CHARS)}]:`;
+    const goroutines = `goroutine 7 [running]:\nmain.main()\n\t/x/main.go:1 +0x1\n${long}`;
+    const g = parseGoroutines(goroutines);
+    expect(g.goroutines.map((x) => x.id)).toEqual([7]);
+    expect(g.longLines).toBe(1);
+    expect(g.skippedLines).toBe(1);
+    expect(g.truncated).toBe(true); // the unreadable line was inside goroutine 7
+    expect(detectDumpKind(long)).toBe('unknown');
+    const a = analyzeDump(goroutines);
+    expect(a.kind === 'goroutines' && a.longLines).toBe(1);
+
+    const threads = `threads of pid 1 (envd) arch=x86_64\ntask 1 (envd) state=S wchan=0 syscall=running\n  [<0>] ${'x'.repeat(MAX_DUMP_LINE_CHARS)}\n`;
+    const t = parseThreads(threads);
+    expect(t.tasks).toHaveLength(1);
+    expect(t.tasks[0]!.stack).toEqual([]);
+    expect(t.tasks[0]!.notes).toBeUndefined();
+    expect(t.longLines).toBe(1);
+    const b = analyzeDump(threads);
+    expect(b.kind === 'threads' && b.threads.longLines).toBe(1);
+
+    // About 1 MB of hostile lines each just under the cap, through detection, parsing and grouping.
+    const under = MAX_DUMP_LINE_CHARS - 100;
+    const shapes = [
+      `goroutine 1 a=${'['.repeat(under)}`,
+      `\t${'a:1x'.repeat(under / 4)}`,
+      `created by ${'a'.repeat(under / 2)}${' '.repeat(under / 2)}x`,
+      `Jan  2 15:04:05 ${'h'.repeat(under / 2)} ${'e'.repeat(under / 2)}[`,
+      `${' goroutine 1 a=['.repeat(under / 15)}]:`,
+    ];
+    const hostileGo = Array.from({ length: 16 }, (_, i) => shapes[i % shapes.length]).join('\n');
+    expect(timed(() => analyzeDump(`goroutine 1 [running]:\n${hostileGo}`))).toBeLessThan(BOUND_MS);
+    const taskShapes = [
+      `task 1 (${') state=x'.repeat(under / 8)}\u2028`,
+      `  [<0>] a${' '.repeat(under)}b`,
+      `task 2 (a) state=S${' wchan=a syscall=1'.repeat(under / 18)}\u2028`,
+    ];
+    const hostileThreads = Array.from({ length: 16 }, (_, i) => taskShapes[i % taskShapes.length]).join('\n');
+    expect(timed(() => analyzeDump(`threads of pid 1 (${')'.repeat(under)}x\n${hostileThreads}`))).toBeLessThan(BOUND_MS);
+  });
+});
