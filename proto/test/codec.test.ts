@@ -7,6 +7,7 @@ import {
   MAX_EVENTS_PER_BATCH,
   MAX_HELLO_FRAME_BYTES,
   MAX_NAME,
+  MAX_NESTING_DEPTH,
   MAX_TEXT,
   PROTOCOL_VERSION,
 } from '../src/limits.js';
@@ -155,6 +156,22 @@ describe('codec', () => {
         expect(err).toBeInstanceOf(ProtocolError);
       }
     }
+  });
+
+  it('decodes the deepest valid message, and refuses a body nested deeper than the limit before decoding it', () => {
+    const keyframe = { ...status, sockets: { t: 1, tcpInUse: 1, timeWait: 0, top: [{ address: '169.254.169.254', port: 80, count: 3 }] } };
+    const deepest: ProbeMessage = { type: 'events', events: [{ kind: 'keyframe', seq: 1, t: 1, status: keyframe }] };
+    expect(decodeProbeMessage(encodeMessage(deepest).subarray(4))).toEqual(deepest);
+
+    // Unknown keys are dropped after decoding, so only the depth check stops this one.
+    let nested: unknown = 1;
+    for (let d = 1; d < MAX_NESTING_DEPTH; d++) nested = [nested];
+    expect(decodeProbeMessage(body({ ...hello, extra: nested }))).toEqual(hello); // depth MAX_NESTING_DEPTH
+    expect(codeOf(() => decodeProbeMessage(body({ ...hello, extra: [nested] })))).toBe('ERR_MSGPACK');
+
+    const million = Buffer.alloc(1024 * 1024, 0x91);
+    million[million.length - 1] = 0xc0;
+    expect(() => decodeProbeMessage(million)).toThrowError(expect.objectContaining({ code: 'ERR_MSGPACK', message: `nested deeper than ${MAX_NESTING_DEPTH}` }));
   });
 
   it('the largest hello the schema allows fits the frame limit before hello', () => {
