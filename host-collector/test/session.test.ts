@@ -16,7 +16,7 @@ import {
 } from '@vsockdiag/proto';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BudgetLimits } from '../src/collector/budget.js';
+import { Budget, type BudgetLimits } from '../src/collector/budget.js';
 import { Session, type SessionHost } from '../src/collector/session.js';
 
 const log = pino({ level: 'silent' });
@@ -166,27 +166,35 @@ afterEach(async () => {
   while (cleanup.length) await cleanup.pop()!();
 });
 
+/** A listener whose sessions share one budget (as a sandbox's do), and a first probe on it;
+ *  `dial` connects another. */
 async function connect(opts: { ack?: number; budget?: BudgetLimits } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-sess-'));
   const sock = path.join(dir, 'c.sock');
   const host = new FakeHost();
   host.ack = opts.ack ?? 0;
+  const budget = new Budget(opts.budget);
   const sessions: Session[] = [];
-  const server = net.createServer((s) => sessions.push(new Session(s, host, log, opts.budget)));
-  await new Promise<void>((resolve) => server.listen(sock, resolve));
-  const client = net.connect(sock);
-  await new Promise<void>((resolve, reject) => {
-    client.once('connect', resolve);
-    client.once('error', reject);
-  });
-  const probe = new Probe(client);
+  const clients: net.Socket[] = [];
+  const server = net.createServer((s) => sessions.push(new Session(s, host, log, budget)));
   cleanup.push(async () => {
-    client.destroy();
+    for (const c of clients) c.destroy();
     for (const s of sessions) s.close('test over', null);
     await new Promise<void>((resolve) => server.close(() => resolve()));
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  return { host, probe, sessions };
+  await new Promise<void>((resolve) => server.listen(sock, resolve));
+  const dial = async () => {
+    const client = net.connect(sock);
+    clients.push(client);
+    await new Promise<void>((resolve, reject) => {
+      client.once('connect', resolve);
+      client.once('error', reject);
+    });
+    return new Probe(client);
+  };
+  const probe = await dial();
+  return { host, probe, sessions, dial };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -476,5 +484,26 @@ describe('Session: hostile bytes', () => {
     sessions[0]!.close('again', 'ERR_IDLE');
     expect(host.closes).toEqual([{ reason: 'bye', code: null }]);
     await probe.until(() => probe.ended, 'socket close');
+  });
+});
+
+describe('Session: one budget for all of a sandbox\'s connections', () => {
+  it('a reconnect does not get a fresh burst', async () => {
+    const size = encodeMessage(hello).length;
+    const burst = 4 * size + size / 2; // room for four hellos, not five
+    const { host, probe, dial } = await connect({ budget: { bytesPerSec: 1, burstBytes: burst, framesPerSec: 1000, burstFrames: 1000 } });
+    let p = probe;
+    for (let i = 1; i <= 4; i++) {
+      p.send(hello);
+      await p.next('welcome');
+      p.socket.end();
+      await host.until(() => host.closes.length === i, `close ${i}`);
+      p = await dial();
+    }
+    expect(host.closes.map((c) => c.code)).toEqual([null, null, null, null]);
+    p.send(hello); // each connection alone is far under the burst; together they are over it
+    await host.until(() => host.closes.length === 5, 'close 5');
+    expect(host.closes[4]).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('byte budget') });
+    expect(host.hellos).toHaveLength(4);
   });
 });

@@ -1,6 +1,7 @@
 // Per-sandbox token buckets: what one guest may send per second, with a burst large
 // enough for a full ring replay after a reconnect. A guest over budget is cut off; it
-// cannot slow the collector down for the other sandboxes.
+// cannot slow the collector down for the other sandboxes. The sandbox owns its budget and
+// every connection it accepts spends from it: reconnecting does not refill the bucket.
 
 export interface BudgetLimits {
   bytesPerSec: number;

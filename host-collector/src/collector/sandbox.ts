@@ -6,7 +6,7 @@
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
 import { CLOCK_SLACK_MS, applyEvent, listen, type Hello, type ProbeEvent, type ProbeStatus } from '@vsockdiag/proto';
-import type { BudgetLimits } from './budget.js';
+import { Budget, type BudgetLimits } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { Logger } from './logger.js';
 import { Session, type SessionHost } from './session.js';
@@ -71,6 +71,8 @@ export class Sandbox extends EventEmitter implements SessionHost {
   private readonly toHost = (guestMs: number) => this.clock.toHost(guestMs);
   /** Conditions raised and not yet cleared, with their detail when raised. */
   private readonly raised = new Map<ConditionName, string>();
+  /** What this guest may send, shared by all its connections: reconnecting does not refill it. */
+  private readonly budget: Budget;
   private cooldownUntil = 0;
   private closed = false;
 
@@ -86,6 +88,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     super();
     this.generation = generation;
     this.conditionSettings = { ...settings.conditions, stallAfterMs: settings.stallAfterMs };
+    this.budget = new Budget(settings.budget);
     // Every readiness long-poll on this sandbox listens here; there is no fixed bound.
     this.setMaxListeners(0);
   }
@@ -143,7 +146,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
       socket.destroy();
       return;
     }
-    new Session(socket, this, this.log.child({ sandbox: this.id }), this.settings.budget);
+    new Session(socket, this, this.log.child({ sandbox: this.id }), this.budget);
   }
 
   // ---- SessionHost: called by the session ----

@@ -1,7 +1,8 @@
 // One probe connection, from accept to close. The guest on the other end is untrusted:
 // every frame is size-checked before decoding, schema-validated after, and charged to the
-// sandbox's budget; anything wrong closes this session with a stable error code and
-// touches nothing else. Acks go out only after the store has committed the events.
+// sandbox's budget (shared by all its connections); anything wrong closes this session with
+// a stable error code and touches nothing else. Acks go out only after the store has
+// committed the events.
 //
 // Lifecycle: accept → hello (within HELLO_TIMEOUT_MS) → welcome{ack} → events/gap/
 // heartbeat … → close (socket end/error, protocol error, budget, idle timeout, superseded).
@@ -20,7 +21,7 @@ import {
   type ProbeEvent,
   type ProbeMessage,
 } from '@vsockdiag/proto';
-import { Budget, type BudgetLimits } from './budget.js';
+import type { Budget } from './budget.js';
 import { RequestError, Requests, type Answer, type ProbeCommand } from './requests.js';
 import type { Logger } from './logger.js';
 
@@ -44,7 +45,6 @@ export class Session {
   private closed = false;
   private readonly requests = new Requests();
   private readonly decoder: FrameDecoder;
-  private readonly budget: Budget;
   private lastRx = Date.now();
   /** Any frame proves we are alive to the probe: a heartbeat is only sent when nothing else was. */
   private lastTx = 0;
@@ -54,9 +54,9 @@ export class Session {
     readonly socket: net.Socket,
     private readonly host: SessionHost,
     private readonly log: Logger,
-    budget?: BudgetLimits,
+    /** The sandbox's budget, not this connection's: a reconnect does not refill it. */
+    private readonly budget: Budget,
   ) {
-    this.budget = new Budget(budget);
     this.decoder = new FrameDecoder((body) => this.handle(decodeProbeMessage(body)));
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('end', () => {
