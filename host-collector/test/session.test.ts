@@ -17,6 +17,7 @@ import {
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Budget, type BudgetLimits } from '../src/collector/budget.js';
+import { RequestError } from '../src/collector/requests.js';
 import { Session, type SessionHost } from '../src/collector/session.js';
 
 const log = pino({ level: 'silent' });
@@ -505,5 +506,53 @@ describe('Session: one budget for all of a sandbox\'s connections', () => {
     await host.until(() => host.closes.length === 5, 'close 5');
     expect(host.closes[4]).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('byte budget') });
     expect(host.hellos).toHaveLength(4);
+  });
+});
+
+describe('Session: dump grants last as long as their request', () => {
+  // A bucket too small for one 20 KiB chunk: only a grant lets it through.
+  const budget: BudgetLimits = { bytesPerSec: 1, burstBytes: 2000, framesPerSec: 1000, burstFrames: 1000 };
+  const chunk = (id: number, index: number): ProbeMessage => ({ type: 'dump.chunk', id, index, data: new Uint8Array(20 * 1024).fill(index) });
+  const commandId = async (probe: Probe) => ((await probe.next('command')) as { id: number }).id;
+
+  it('covers the chunks of an open request, and is taken back once it is answered', async () => {
+    const { host, probe, sessions } = await connect({ budget });
+    probe.send(hello);
+    await probe.next('welcome');
+    const answer = sessions[0]!.request({ op: 'dump', mode: 'threads' }, 10_000, 64 * 1024);
+    const id = await commandId(probe);
+    probe.send(chunk(id, 0));
+    probe.send({ type: 'result', id, ok: true });
+    expect((await answer).bytes).toBe(20 * 1024);
+    expect(host.closes).toEqual([]);
+    probe.send(chunk(id, 1)); // after the answer: unsolicited, and over the bucket
+    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT' });
+  });
+
+  it('is taken back when the request times out', async () => {
+    const { host, probe, sessions } = await connect({ budget });
+    probe.send(hello);
+    await probe.next('welcome');
+    const answer = sessions[0]!.request({ op: 'dump', mode: 'threads' }, 200, 64 * 1024);
+    const id = await commandId(probe);
+    await expect(answer).rejects.toMatchObject({ code: 'TIMEOUT' });
+    probe.send(chunk(id, 0)); // the dump "arrives" late: its grant is gone
+    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT' });
+  });
+
+  it('is taken back when the session closes, so the next connection cannot use it', async () => {
+    const { host, probe, sessions, dial } = await connect({ budget });
+    probe.send(hello);
+    await probe.next('welcome');
+    const answer = sessions[0]!.request({ op: 'dump', mode: 'threads' }, 10_000, 64 * 1024);
+    await commandId(probe);
+    probe.socket.end();
+    await expect(answer).rejects.toBeInstanceOf(RequestError);
+    const next = await dial();
+    next.send({ ...hello, generation: 2 });
+    await next.next('welcome');
+    next.send(chunk(1, 0));
+    await host.until(() => host.closes.length === 2, 'second close');
+    expect(host.closes[1]).toMatchObject({ code: 'ERR_RATE_LIMIT' });
   });
 });

@@ -94,12 +94,16 @@ export class Session {
 
   /**
    * Sends a command and waits for its answer. A dump's bytes are solicited, so they are
-   * granted on top of the probe's budget.
+   * granted on top of the probe's budget, for this request only: what is left of the grant
+   * is taken back when the request settles (answered, timed out, or the session closed).
    */
   request(command: ProbeCommand, timeoutMs: number, grantBytes = 0): Promise<Answer> {
     if (this.closed || !this.hello) return Promise.reject(new RequestError('CLOSED', 'the probe session is not open'));
     const { id, answer } = this.requests.start(timeoutMs);
-    if (grantBytes) this.budget.grant(grantBytes);
+    if (grantBytes) {
+      const { release } = this.budget.grant(grantBytes);
+      void answer.then(release, release);
+    }
     this.send({ type: 'command', id, ...command });
     return answer;
   }
