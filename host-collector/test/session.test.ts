@@ -5,6 +5,7 @@ import path from 'node:path';
 import {
   FrameDecoder,
   MAX_FRAME_BYTES,
+  MAX_HELLO_FRAME_BYTES,
   PROTOCOL_VERSION,
   decodeCollectorMessage,
   encodeMessage,
@@ -18,7 +19,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Budget, type BudgetLimits } from '../src/collector/budget.js';
 import { RequestError } from '../src/collector/requests.js';
-import { Session, type SessionHost } from '../src/collector/session.js';
+import { HELLO_TIMEOUT_MS, Session, type SessionHost } from '../src/collector/session.js';
 
 const log = pino({ level: 'silent' });
 
@@ -75,11 +76,11 @@ class FakeHost implements SessionHost {
     this.wake();
   }
 
-  /** Resolves once `cond` holds (checked after every host call), or fails after 5 s. */
-  until(cond: () => boolean, what: string): Promise<void> {
+  /** Resolves once `cond` holds (checked after every host call), or fails after `ms`. */
+  until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
     if (cond()) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), 5000);
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
       const check = () => {
         if (cond()) {
           clearTimeout(timer);
@@ -484,6 +485,39 @@ describe('Session: hostile bytes', () => {
     // A second close reports nothing more.
     sessions[0]!.close('again', 'ERR_IDLE');
     expect(host.closes).toEqual([{ reason: 'bye', code: null }]);
+    await probe.until(() => probe.ended, 'socket close');
+  });
+});
+
+describe('Session: before hello', () => {
+  it('refuses a length prefix over MAX_HELLO_FRAME_BYTES before hello, without buffering the body', async () => {
+    const { host, probe, sessions } = await connect();
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(MAX_HELLO_FRAME_BYTES + 1, 0);
+    probe.raw(Buffer.concat([header, Buffer.alloc(32 * 1024)]));
+    expect(await host.closed()).toMatchObject({ code: 'ERR_FRAME_TOO_LARGE', reason: expect.stringContaining(`exceeds ${MAX_HELLO_FRAME_BYTES}`) });
+    expect(sessions[0]!.isClosed).toBe(true);
+    await probe.until(() => probe.ended, 'socket close');
+  });
+
+  it('takes full-size frames once the hello is accepted, even in the same write', async () => {
+    const { host, probe } = await connect();
+    const lines = new Array(200).fill('x'.repeat(2000));
+    const big = encodeMessage({ type: 'events', events: [{ kind: 'log.lines', seq: 1, t: 5, stream: 'stdout', lines }] });
+    expect(big.length).toBeGreaterThan(MAX_HELLO_FRAME_BYTES);
+    probe.raw(Buffer.concat([encodeMessage(hello), big]));
+    await host.until(() => host.batches.length === 1, 'the big batch');
+    expect(host.batches[0]!.events[0]).toMatchObject({ kind: 'log.lines', lines });
+    expect(host.closes).toEqual([]);
+  });
+
+  it('closes a connection that never says hello after HELLO_TIMEOUT_MS', async () => {
+    const { host, probe } = await connect();
+    const started = Date.now();
+    probe.raw(Buffer.from([0, 0, 1, 0, 0x85])); // half a frame, then nothing
+    await host.until(() => host.closes.length > 0, 'hello timeout', HELLO_TIMEOUT_MS + 10_000);
+    expect(host.closes[0]).toMatchObject({ code: 'ERR_UNEXPECTED', reason: `no hello within ${HELLO_TIMEOUT_MS} ms` });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(HELLO_TIMEOUT_MS - 50);
     await probe.until(() => probe.ended, 'socket close');
   });
 });
