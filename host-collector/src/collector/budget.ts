@@ -63,7 +63,7 @@ export class Budget {
     return this.bytes >= 0;
   }
 
-  /** Charges one decoded frame; false when over budget. */
+  /** Charges one decoded frame (or one accepted connection); false when over budget. */
   spendFrame(now = Date.now()): boolean {
     this.refill(now);
     this.frames -= this.fromGrants('frames', 1);

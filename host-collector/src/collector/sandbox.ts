@@ -28,6 +28,11 @@ const MAX_THREAD_SAMPLES = 256;
 const MAX_KERNEL_NOTES = 32;
 const MAX_PHASES = 64;
 
+/** Connections that have not said hello yet, at most this many at a time; more are refused.
+ *  An honest probe dials one at a time, and the one session past hello is superseded by the
+ *  next hello, so a sandbox never holds more than MAX_PENDING + 1 connections. */
+export const MAX_PENDING = 2;
+
 /** After a probe is cut off for misbehaving, its next connections are refused for this long. */
 export const COOLDOWN_MS = 5000;
 
@@ -73,6 +78,8 @@ export class Sandbox extends EventEmitter implements SessionHost {
   private readonly raised = new Map<ConditionName, string>();
   /** What this guest may send, shared by all its connections: reconnecting does not refill it. */
   private readonly budget: Budget;
+  /** Accepted connections that have not said hello yet. */
+  private readonly pending = new Set<Session>();
   private cooldownUntil = 0;
   private closed = false;
 
@@ -113,6 +120,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.session?.close('sandbox unregistered', null);
+    for (const s of this.pending) s.close('sandbox unregistered', null);
     this.emit('removed');
     // Stop accepting now; the session's own connection was closed just above.
     this.server?.close();
@@ -140,18 +148,22 @@ export class Sandbox extends EventEmitter implements SessionHost {
     return v;
   }
 
+  /** Refuses (closes at once, before any byte is read) a connection during a cool-down, past
+   *  the pending limit, or over the frame budget (each connection costs a frame, so dialling
+   *  in a loop is rate-limited like sending is). */
   private accept(socket: net.Socket): void {
-    if (this.closed || Date.now() < this.cooldownUntil) {
+    if (this.closed || Date.now() < this.cooldownUntil || this.pending.size >= MAX_PENDING || !this.budget.spendFrame()) {
       this.counters.refused++;
       socket.destroy();
       return;
     }
-    new Session(socket, this, this.log.child({ sandbox: this.id }), this.budget);
+    this.pending.add(new Session(socket, this, this.log.child({ sandbox: this.id }), this.budget));
   }
 
   // ---- SessionHost: called by the session ----
 
   onHello(session: Session, hello: Hello): number {
+    this.pending.delete(session);
     if (this.session && this.session !== session) this.session.close('superseded by a new connection', null);
     this.session = session;
     this.generation++;
@@ -266,6 +278,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   onClose(session: Session, reason: string, code: string | null): void {
+    this.pending.delete(session);
     if (code) {
       this.counters.protocolErrors++;
       if (code === 'ERR_RATE_LIMIT') this.cooldownUntil = Date.now() + COOLDOWN_MS;
