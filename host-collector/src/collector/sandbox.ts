@@ -33,8 +33,15 @@ const MAX_PHASES = 64;
  *  next hello, so a sandbox never holds more than MAX_PENDING + 1 connections. */
 export const MAX_PENDING = 2;
 
-/** After a probe is cut off for misbehaving, its next connections are refused for this long. */
-export const COOLDOWN_MS = 5000;
+/** After a probe is cut off for misbehaving, its next connections are refused for this long:
+ *  long enough that a guest cannot hammer the collector with bad sessions, short enough that
+ *  an honest probe (reconnect backoff capped at 2 s) is back within a few seconds. */
+export const COOLDOWN_MS = 2000;
+
+/** Close codes that are no sign of a misbehaving guest, so no cool-down: a link that went
+ *  quiet (a snapshot's transport reset can look like that), a stream cut mid-frame (a probe
+ *  killed, a reset), and the collector's own failures. Clean closes carry no code at all. */
+const NO_COOLDOWN = new Set(['ERR_IDLE', 'ERR_TRUNCATED', 'ERR_STORE', 'ERR_INTERNAL']);
 
 export interface StateChange {
   id: string;
@@ -281,7 +288,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.pending.delete(session);
     if (code) {
       this.counters.protocolErrors++;
-      if (code === 'ERR_RATE_LIMIT') this.cooldownUntil = Date.now() + COOLDOWN_MS;
+      if (!NO_COOLDOWN.has(code)) this.cooldownUntil = Date.now() + COOLDOWN_MS;
     }
     if (session.generation > 0) this.store.closeSession(this.id, session.generation, code ? `${code}: ${reason}` : reason);
     if (session !== this.session) return;
