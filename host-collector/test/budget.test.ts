@@ -81,3 +81,47 @@ describe('Budget.spendFrame', () => {
     expect(b.spendFrame(0)).toBe(false);
   });
 });
+
+describe('Budget.grant', () => {
+  it('allows solicited bytes and frames on top of the bucket while the grant lasts', () => {
+    const b = new Budget(limits, 0);
+    b.grant(5000); // frames: ceil(5000 / 1024) + 16 = 21
+    expect(b.spendBytes(5000, 0)).toBe(true);
+    for (let i = 0; i < 21; i++) expect(b.spendFrame(0)).toBe(true);
+    // the grant is used up: the whole bucket is still there
+    expect(b.spendBytes(1000, 0)).toBe(true);
+    for (let i = 0; i < 5; i++) expect(b.spendFrame(0)).toBe(true);
+    expect(b.spendBytes(1, 0)).toBe(false);
+    expect(b.spendFrame(0)).toBe(false);
+  });
+
+  it('takes back what was not used when released', () => {
+    const b = new Budget(limits, 0);
+    const g = b.grant(64 * 1024 * 1024);
+    expect(b.spendBytes(3000, 0)).toBe(true);
+    g.release();
+    // the unused 64 MiB are gone: only the bucket (untouched by the 3000) is left
+    expect(b.spendBytes(1000, 0)).toBe(true);
+    expect(b.spendBytes(1, 0)).toBe(false);
+    g.release(); // twice is harmless
+    expect(b.spendBytes(1, 0)).toBe(false);
+  });
+
+  it('spends the oldest grant first, and each release takes back only its own rest', () => {
+    const b = new Budget(limits, 0);
+    const first = b.grant(100);
+    const second = b.grant(200);
+    expect(b.spendBytes(150, 0)).toBe(true); // all of the first, 50 of the second
+    first.release();
+    expect(b.spendBytes(150, 0)).toBe(true); // the rest of the second
+    second.release();
+    expect(b.spendBytes(1000, 0)).toBe(true); // the bucket
+    expect(b.spendBytes(1, 0)).toBe(false);
+  });
+
+  it('a grant never raises the bucket: once released, refill stops at the burst', () => {
+    const b = new Budget(limits, 0);
+    b.grant(10_000).release();
+    expect(b.spendBytes(1001, 3_600_000)).toBe(false);
+  });
+});

@@ -5,6 +5,7 @@ import path from 'node:path';
 import {
   FrameDecoder,
   MAX_FRAME_BYTES,
+  MAX_HELLO_FRAME_BYTES,
   PROTOCOL_VERSION,
   decodeCollectorMessage,
   encodeMessage,
@@ -16,8 +17,9 @@ import {
 } from '@vsockdiag/proto';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BudgetLimits } from '../src/collector/budget.js';
-import { Session, type SessionHost } from '../src/collector/session.js';
+import { Budget, type BudgetLimits } from '../src/collector/budget.js';
+import { RequestError } from '../src/collector/requests.js';
+import { HELLO_TIMEOUT_MS, Session, type SessionHost } from '../src/collector/session.js';
 
 const log = pino({ level: 'silent' });
 
@@ -74,11 +76,11 @@ class FakeHost implements SessionHost {
     this.wake();
   }
 
-  /** Resolves once `cond` holds (checked after every host call), or fails after 5 s. */
-  until(cond: () => boolean, what: string): Promise<void> {
+  /** Resolves once `cond` holds (checked after every host call), or fails after `ms`. */
+  until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
     if (cond()) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), 5000);
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
       const check = () => {
         if (cond()) {
           clearTimeout(timer);
@@ -166,27 +168,35 @@ afterEach(async () => {
   while (cleanup.length) await cleanup.pop()!();
 });
 
+/** A listener whose sessions share one budget (as a sandbox's do), and a first probe on it;
+ *  `dial` connects another. */
 async function connect(opts: { ack?: number; budget?: BudgetLimits } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-sess-'));
   const sock = path.join(dir, 'c.sock');
   const host = new FakeHost();
   host.ack = opts.ack ?? 0;
+  const budget = new Budget(opts.budget);
   const sessions: Session[] = [];
-  const server = net.createServer((s) => sessions.push(new Session(s, host, log, opts.budget)));
-  await new Promise<void>((resolve) => server.listen(sock, resolve));
-  const client = net.connect(sock);
-  await new Promise<void>((resolve, reject) => {
-    client.once('connect', resolve);
-    client.once('error', reject);
-  });
-  const probe = new Probe(client);
+  const clients: net.Socket[] = [];
+  const server = net.createServer((s) => sessions.push(new Session(s, host, log, budget)));
   cleanup.push(async () => {
-    client.destroy();
+    for (const c of clients) c.destroy();
     for (const s of sessions) s.close('test over', null);
     await new Promise<void>((resolve) => server.close(() => resolve()));
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  return { host, probe, sessions };
+  await new Promise<void>((resolve) => server.listen(sock, resolve));
+  const dial = async () => {
+    const client = net.connect(sock);
+    clients.push(client);
+    await new Promise<void>((resolve, reject) => {
+      client.once('connect', resolve);
+      client.once('error', reject);
+    });
+    return new Probe(client);
+  };
+  const probe = await dial();
+  return { host, probe, sessions, dial };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -476,5 +486,107 @@ describe('Session: hostile bytes', () => {
     sessions[0]!.close('again', 'ERR_IDLE');
     expect(host.closes).toEqual([{ reason: 'bye', code: null }]);
     await probe.until(() => probe.ended, 'socket close');
+  });
+});
+
+describe('Session: before hello', () => {
+  it('refuses a length prefix over MAX_HELLO_FRAME_BYTES before hello, without buffering the body', async () => {
+    const { host, probe, sessions } = await connect();
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(MAX_HELLO_FRAME_BYTES + 1, 0);
+    probe.raw(Buffer.concat([header, Buffer.alloc(32 * 1024)]));
+    expect(await host.closed()).toMatchObject({ code: 'ERR_FRAME_TOO_LARGE', reason: expect.stringContaining(`exceeds ${MAX_HELLO_FRAME_BYTES}`) });
+    expect(sessions[0]!.isClosed).toBe(true);
+    await probe.until(() => probe.ended, 'socket close');
+  });
+
+  it('takes full-size frames once the hello is accepted, even in the same write', async () => {
+    const { host, probe } = await connect();
+    const lines = new Array(200).fill('x'.repeat(2000));
+    const big = encodeMessage({ type: 'events', events: [{ kind: 'log.lines', seq: 1, t: 5, stream: 'stdout', lines }] });
+    expect(big.length).toBeGreaterThan(MAX_HELLO_FRAME_BYTES);
+    probe.raw(Buffer.concat([encodeMessage(hello), big]));
+    await host.until(() => host.batches.length === 1, 'the big batch');
+    expect(host.batches[0]!.events[0]).toMatchObject({ kind: 'log.lines', lines });
+    expect(host.closes).toEqual([]);
+  });
+
+  it('closes a connection that never says hello after HELLO_TIMEOUT_MS', async () => {
+    const { host, probe } = await connect();
+    const started = Date.now();
+    probe.raw(Buffer.from([0, 0, 1, 0, 0x85])); // half a frame, then nothing
+    await host.until(() => host.closes.length > 0, 'hello timeout', HELLO_TIMEOUT_MS + 10_000);
+    expect(host.closes[0]).toMatchObject({ code: 'ERR_UNEXPECTED', reason: `no hello within ${HELLO_TIMEOUT_MS} ms` });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(HELLO_TIMEOUT_MS - 50);
+    await probe.until(() => probe.ended, 'socket close');
+  });
+});
+
+describe('Session: one budget for all of a sandbox\'s connections', () => {
+  it('a reconnect does not get a fresh burst', async () => {
+    const size = encodeMessage(hello).length;
+    const burst = 4 * size + size / 2; // room for four hellos, not five
+    const { host, probe, dial } = await connect({ budget: { bytesPerSec: 1, burstBytes: burst, framesPerSec: 1000, burstFrames: 1000 } });
+    let p = probe;
+    for (let i = 1; i <= 4; i++) {
+      p.send(hello);
+      await p.next('welcome');
+      p.socket.end();
+      await host.until(() => host.closes.length === i, `close ${i}`);
+      p = await dial();
+    }
+    expect(host.closes.map((c) => c.code)).toEqual([null, null, null, null]);
+    p.send(hello); // each connection alone is far under the burst; together they are over it
+    await host.until(() => host.closes.length === 5, 'close 5');
+    expect(host.closes[4]).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('byte budget') });
+    expect(host.hellos).toHaveLength(4);
+  });
+});
+
+describe('Session: dump grants last as long as their request', () => {
+  // A bucket too small for one 20 KiB chunk: only a grant lets it through.
+  const budget: BudgetLimits = { bytesPerSec: 1, burstBytes: 2000, framesPerSec: 1000, burstFrames: 1000 };
+  const chunk = (id: number, index: number): ProbeMessage => ({ type: 'dump.chunk', id, index, data: new Uint8Array(20 * 1024).fill(index) });
+  const commandId = async (probe: Probe) => ((await probe.next('command')) as { id: number }).id;
+
+  it('covers the chunks of an open request, and is taken back once it is answered', async () => {
+    const { host, probe, sessions } = await connect({ budget });
+    probe.send(hello);
+    await probe.next('welcome');
+    const answer = sessions[0]!.request({ op: 'dump', mode: 'threads' }, 10_000, 64 * 1024);
+    const id = await commandId(probe);
+    probe.send(chunk(id, 0));
+    probe.send({ type: 'result', id, ok: true });
+    expect((await answer).bytes).toBe(20 * 1024);
+    expect(host.closes).toEqual([]);
+    probe.send(chunk(id, 1)); // after the answer: unsolicited, and over the bucket
+    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT' });
+  });
+
+  it('is taken back when the request times out', async () => {
+    const { host, probe, sessions } = await connect({ budget });
+    probe.send(hello);
+    await probe.next('welcome');
+    const answer = sessions[0]!.request({ op: 'dump', mode: 'threads' }, 200, 64 * 1024);
+    const id = await commandId(probe);
+    await expect(answer).rejects.toMatchObject({ code: 'TIMEOUT' });
+    probe.send(chunk(id, 0)); // the dump "arrives" late: its grant is gone
+    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT' });
+  });
+
+  it('is taken back when the session closes, so the next connection cannot use it', async () => {
+    const { host, probe, sessions, dial } = await connect({ budget });
+    probe.send(hello);
+    await probe.next('welcome');
+    const answer = sessions[0]!.request({ op: 'dump', mode: 'threads' }, 10_000, 64 * 1024);
+    await commandId(probe);
+    probe.socket.end();
+    await expect(answer).rejects.toBeInstanceOf(RequestError);
+    const next = await dial();
+    next.send({ ...hello, generation: 2 });
+    await next.next('welcome');
+    next.send(chunk(1, 0));
+    await host.until(() => host.closes.length === 2, 'second close');
+    expect(host.closes[1]).toMatchObject({ code: 'ERR_RATE_LIMIT' });
   });
 });

@@ -4,13 +4,14 @@
 import { Decoder, Encoder } from '@msgpack/msgpack';
 import { ProtocolError } from './errors.js';
 import { frame } from './frame.js';
-import { MAX_FRAME_BYTES } from './limits.js';
+import { MAX_FRAME_BYTES, MAX_NESTING_DEPTH } from './limits.js';
 import {
   collectorMessageSchema,
   probeMessageSchema,
   type CollectorMessage,
   type ProbeMessage,
 } from './messages.js';
+import { withinDepth } from './msgpack-depth.js';
 import type { Schema } from './schema.js';
 
 const encoder = new Encoder({ ignoreUndefined: true });
@@ -29,6 +30,8 @@ export function encodeMessage(message: ProbeMessage | CollectorMessage): Buffer 
 }
 
 function decodeWith<T>(schema: Schema<T>, body: Uint8Array): T {
+  // The decoder has no depth limit of its own (see msgpack-depth.ts).
+  if (!withinDepth(body, MAX_NESTING_DEPTH)) throw new ProtocolError('ERR_MSGPACK', `nested deeper than ${MAX_NESTING_DEPTH}`);
   let value: unknown;
   try {
     value = decoder.decode(body);

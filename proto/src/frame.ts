@@ -1,6 +1,8 @@
 // Length-prefixed frames: a 4-byte big-endian body length, then the body. The length is
 // checked against the limit before a single body byte is buffered, so a hostile peer
-// cannot make us allocate more than one limit's worth per connection.
+// cannot make us allocate more than one limit's worth per connection. The limit can change
+// between frames: a receiver starts a connection at MAX_HELLO_FRAME_BYTES and raises it
+// once the peer's hello is accepted.
 
 import { ProtocolError } from './errors.js';
 import { FRAME_HEADER_BYTES, MAX_FRAME_BYTES } from './limits.js';
@@ -23,10 +25,16 @@ export class FrameDecoder {
   private bodyLength = -1;
   private failed: ProtocolError | null = null;
 
+  /** Largest body accepted from the next length prefix on. Raising it from inside `onFrame`
+   *  applies to the very next frame, even one already in the same chunk. */
+  maxFrameBytes: number;
+
   constructor(
     private readonly onFrame: (body: Buffer) => void,
-    private readonly maxFrameBytes = MAX_FRAME_BYTES,
-  ) {}
+    maxFrameBytes = MAX_FRAME_BYTES,
+  ) {
+    this.maxFrameBytes = maxFrameBytes;
+  }
 
   /** Bytes held that do not yet form a whole frame. */
   get pending(): number {

@@ -4,6 +4,15 @@ export const PROTOCOL_VERSION = 1;
 
 /** Largest frame body either side accepts. Checked on the length prefix, before decoding. */
 export const MAX_FRAME_BYTES = 1024 * 1024;
+/** Largest frame body accepted before the peer's hello: a connection that has not said who
+ *  it is may not make the collector buffer a whole MAX_FRAME_BYTES. The largest hello the
+ *  schema allows is about 35 KiB (status keyframe with every text at MAX_TEXT in 3-byte
+ *  UTF-8), so an honest hello always fits. */
+export const MAX_HELLO_FRAME_BYTES = 64 * 1024;
+/** Deepest nesting of arrays and maps a frame body may have (the outermost map is 1). The
+ *  deepest valid message has 7: events → event → keyframe status → sockets → top → entry.
+ *  Checked before decoding, so a deeply nested frame costs next to nothing to refuse. */
+export const MAX_NESTING_DEPTH = 16;
 /** Length prefix size: 4-byte big-endian unsigned body length. */
 export const FRAME_HEADER_BYTES = 4;
 

@@ -3,7 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { decodeCollectorMessage, decodeProbeMessage, encodeMessage } from '../src/codec.js';
 import { ProtocolError } from '../src/errors.js';
 import { FrameDecoder, frame } from '../src/frame.js';
-import { MAX_EVENTS_PER_BATCH, MAX_TEXT, PROTOCOL_VERSION } from '../src/limits.js';
+import {
+  MAX_EVENTS_PER_BATCH,
+  MAX_HELLO_FRAME_BYTES,
+  MAX_NAME,
+  MAX_NESTING_DEPTH,
+  MAX_TEXT,
+  PROTOCOL_VERSION,
+} from '../src/limits.js';
 import type { CollectorMessage, ProbeMessage } from '../src/messages.js';
 
 const status = {
@@ -149,6 +156,52 @@ describe('codec', () => {
         expect(err).toBeInstanceOf(ProtocolError);
       }
     }
+  });
+
+  it('decodes the deepest valid message, and refuses a body nested deeper than the limit before decoding it', () => {
+    const keyframe = { ...status, sockets: { t: 1, tcpInUse: 1, timeWait: 0, top: [{ address: '169.254.169.254', port: 80, count: 3 }] } };
+    const deepest: ProbeMessage = { type: 'events', events: [{ kind: 'keyframe', seq: 1, t: 1, status: keyframe }] };
+    expect(decodeProbeMessage(encodeMessage(deepest).subarray(4))).toEqual(deepest);
+
+    // Unknown keys are dropped after decoding, so only the depth check stops this one.
+    let nested: unknown = 1;
+    for (let d = 1; d < MAX_NESTING_DEPTH; d++) nested = [nested];
+    expect(decodeProbeMessage(body({ ...hello, extra: nested }))).toEqual(hello); // depth MAX_NESTING_DEPTH
+    expect(codeOf(() => decodeProbeMessage(body({ ...hello, extra: [nested] })))).toBe('ERR_MSGPACK');
+
+    const million = Buffer.alloc(1024 * 1024, 0x91);
+    million[million.length - 1] = 0xc0;
+    expect(() => decodeProbeMessage(million)).toThrowError(expect.objectContaining({ code: 'ERR_MSGPACK', message: `nested deeper than ${MAX_NESTING_DEPTH}` }));
+  });
+
+  it('the largest hello the schema allows fits the frame limit before hello', () => {
+    // Every optional field present, every string at its bound in 3-byte UTF-8, every number a float 64.
+    const t = (n: number, c = '\u20ac') => c.repeat(n);
+    const big = Number.MAX_SAFE_INTEGER;
+    const f = 1e13 - 0.5;
+    const largest = {
+      type: 'hello', protocol: 0xffff, probeVersion: t(64), instanceId: t(64), generation: big, bootId: t(64),
+      clocks: { wallMs: f, sinceBootMs: f }, lastSeq: big,
+      config: { target: t(MAX_NAME), expectPort: 65535, pprof: true },
+      status: {
+        target: { pid: 0x3fffffff, name: t(MAX_NAME), startedAt: f, source: 'pidfile', alive: true, exitCode: 255, signal: t(16), threads: big, rssKb: big },
+        listener: { port: 65535, bound: true, since: f, address: t(64), pid: 0x3fffffff, acceptQueue: big, queuedSince: f },
+        health: { url: t(256), t: f, ok: true, status: 599, latencyMs: 1e7 - 0.5, error: t(256) },
+        sockets: {
+          t: f, tcpInUse: big, timeWait: big, remotesDistinct: big, censusAt: f,
+          byState: Object.fromEntries(Array.from({ length: 16 }, (_, i) => [t(16, String.fromCharCode(0x4e00 + i)), big])),
+          top: Array.from({ length: 20 }, () => ({ address: t(64), port: 65535, count: big })),
+        },
+        system: { t: f, uptimeMs: f, load: [1e6 - 0.5, 1e6 - 0.5, 1e6 - 0.5], memTotalKb: big, memAvailableKb: big, bootId: t(64), wallMs: f },
+        probe: { listenerSource: 'sock_diag', fallbackReason: t(MAX_TEXT) },
+        phases: { reported: true, last: { name: t(MAX_NAME), status: t(MAX_TEXT), t: f }, ready: true, readyAt: f },
+      },
+    };
+    const decoded = decodeProbeMessage(body(largest));
+    expect(decoded).toEqual(largest); // every field above is one the schema knows
+    const framed = encodeMessage(decoded);
+    expect(framed.length - 4).toBeGreaterThan(30 * 1024); // the bound below is not vacuous
+    expect(framed.length - 4).toBeLessThanOrEqual(MAX_HELLO_FRAME_BYTES);
   });
 
   it('a frame carrying a valid message after garbage is never reached', () => {

@@ -56,6 +56,25 @@ describe('FrameDecoder', () => {
     expect(() => decoder.push(frame(Buffer.from('x')))).toThrow(ProtocolError);
   });
 
+  it('applies a limit raised from inside onFrame to the next frame of the same chunk', () => {
+    const frames: Buffer[] = [];
+    const decoder: FrameDecoder = new FrameDecoder((b) => {
+      frames.push(Buffer.from(b));
+      decoder.maxFrameBytes = 1024; // e.g. after a valid hello
+    }, 16);
+    decoder.push(Buffer.concat([frame(Buffer.from('hello')), frame(Buffer.alloc(1000, 1))]));
+    expect(frames.map((f) => f.length)).toEqual([5, 1000]);
+  });
+
+  it('checks the lower limit of a connection that has not been raised yet', () => {
+    const { frames, decoder } = collect(16);
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(17);
+    expect(() => decoder.push(header)).toThrowError(expect.objectContaining({ code: 'ERR_FRAME_TOO_LARGE' }));
+    expect(frames).toHaveLength(0);
+    expect(decoder.pending).toBe(0);
+  });
+
   it('rejects a 4 GiB length prefix with the default limit', () => {
     const { decoder } = collect();
     expect(() => decoder.push(Buffer.from([0xff, 0xff, 0xff, 0xff]))).toThrowError(

@@ -1,13 +1,17 @@
 // The guest is untrusted. Garbage, absurd length prefixes, out-of-order events and floods
 // close that one session with a logged error code; the collector and every other sandbox
-// carry on.
+// carry on. A sandbox's budget, its limit on connections that have not said hello, and the
+// cool-down after a protocol error hold across reconnects: dialling again buys nothing.
+// Each attack gets a sandbox of its own, so one attack's cool-down does not hide the next.
 
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { encodeMessage, frame } from '@vsockdiag/proto';
+import { DUMP_CHUNK_BYTES, MAX_HELLO_FRAME_BYTES, MAX_NESTING_DEPTH, encodeMessage, frame } from '@vsockdiag/proto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_PENDING } from '../../host-collector/src/collector/sandbox.js';
+import { HELLO_TIMEOUT_MS } from '../../host-collector/src/collector/session.js';
 import { allEvents, startCollector, waitFor, type CollectorProcess } from '../harness/collector.js';
 import { ProbeClient } from '../harness/probe-client.js';
 
@@ -19,11 +23,7 @@ const cleanup: Array<() => void> = [];
 beforeAll(async () => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-'));
   collector = await startCollector();
-  for (const id of ['good', 'evil']) {
-    fs.mkdirSync(path.join(root, id));
-    await collector.api('PUT', `/v1/sandboxes/${id}`, { udsPath: path.join(root, id, 'v.sock') });
-  }
-  good = new ProbeClient({ path: path.join(root, 'good', 'v.sock_52000'), heartbeatMs: 1000 });
+  good = new ProbeClient({ path: await sandbox('good'), heartbeatMs: 1000 });
   await good.connect();
 });
 afterEach(() => {
@@ -35,22 +35,52 @@ afterAll(async () => {
   fs.rmSync(root, { recursive: true, force: true });
 });
 
-/** Opens a raw connection to the evil sandbox, writes `bytes`, resolves when the collector closes it. */
-async function evil(...chunks: Buffer[]): Promise<void> {
-  const s = net.connect({ path: path.join(root, 'evil', 'v.sock_52000') });
+/** Registers a sandbox; returns the socket its probe connects to. */
+async function sandbox(id: string): Promise<string> {
+  fs.mkdirSync(path.join(root, id));
+  const r = await collector.api('PUT', `/v1/sandboxes/${id}`, { udsPath: path.join(root, id, 'v.sock') });
+  expect(r.status).toBe(201);
+  return path.join(root, id, 'v.sock_52000');
+}
+
+const detail = async (id: string) => (await collector.api('GET', `/v1/sandboxes/${id}`)).body;
+
+/** A raw connection, closed by the test's cleanup at the latest. */
+async function open(sock: string): Promise<net.Socket> {
+  const s = net.connect({ path: sock });
   cleanup.push(() => s.destroy());
-  s.on('error', () => {});
+  s.on('error', () => {}); // the collector may reset us mid-write
   s.resume(); // drain what the collector says (a welcome), so its close is seen
-  await new Promise((r) => s.once('connect', r));
-  for (const c of chunks) s.write(c);
-  await new Promise<void>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error('collector did not close the hostile connection')), 8000);
+  await new Promise((r) => {
+    s.once('connect', r);
+    s.once('close', r);
+  });
+  return s;
+}
+
+const closed = (s: net.Socket, ms = 8000) =>
+  new Promise<void>((resolve, reject) => {
+    if (s.destroyed) return resolve();
+    const t = setTimeout(() => reject(new Error('collector did not close the hostile connection')), ms);
     s.once('close', () => {
       clearTimeout(t);
       resolve();
     });
   });
+
+/** Opens a raw connection, writes `chunks`, resolves when the collector closes it. */
+async function evil(sock: string, ...chunks: Buffer[]): Promise<void> {
+  const s = await open(sock);
+  for (const c of chunks) s.write(c);
+  await closed(s);
 }
+
+/** Waits until the collector logged `code` for sandbox `id`. */
+const logged = (id: string, code: string, times = 1) =>
+  waitFor(`${code} logged for ${id}`, () => {
+    const lines = collector.logs().split('\n');
+    return lines.filter((l) => l.includes(`"sandbox":"${id}"`) && l.includes(`"code":"${code}"`)).length >= times;
+  });
 
 async function goodStillWorks(): Promise<void> {
   await good.waitAcked(good.events([{ kind: 'phase', name: `alive-${good.seq + 1}` }]));
@@ -67,45 +97,144 @@ const hello = (over: Record<string, unknown> = {}) =>
 
 describe('a hostile guest', () => {
   it('garbage bytes close the session with ERR_MSGPACK', async () => {
-    await evil(frame(Buffer.from([0xc1, 0xc1, 0xc1])));
-    await waitFor('logged code', () => collector.logs().includes('"code":"ERR_MSGPACK"'));
+    await evil(await sandbox('garbage'), frame(Buffer.from([0xc1, 0xc1, 0xc1])));
+    await logged('garbage', 'ERR_MSGPACK');
     await goodStillWorks();
   });
 
   it('an oversized length prefix closes the session with ERR_FRAME_TOO_LARGE before any body is read', async () => {
-    await evil(Buffer.from([0x7f, 0xff, 0xff, 0xff]));
-    await waitFor('logged code', () => collector.logs().includes('"code":"ERR_FRAME_TOO_LARGE"'));
+    await evil(await sandbox('huge-prefix'), Buffer.from([0x7f, 0xff, 0xff, 0xff]));
+    await logged('huge-prefix', 'ERR_FRAME_TOO_LARGE');
     await goodStillWorks();
   });
 
+  it('before hello, a frame over MAX_HELLO_FRAME_BYTES is refused on its length prefix', async () => {
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(1024 * 1024); // under MAX_FRAME_BYTES, far over what a hello needs
+    await evil(await sandbox('big-first-frame'), header, Buffer.alloc(512 * 1024));
+    await logged('big-first-frame', 'ERR_FRAME_TOO_LARGE');
+    expect(collector.logs()).toContain(`exceeds ${MAX_HELLO_FRAME_BYTES}`);
+  });
+
   it('an unknown message type closes the session with ERR_UNKNOWN_TYPE', async () => {
-    await evil(hello(), frame(Buffer.from([0x81, 0xa4, ...Buffer.from('type'), 0xa3, ...Buffer.from('pwn')])));
-    await waitFor('logged code', () => collector.logs().includes('"code":"ERR_UNKNOWN_TYPE"'));
+    await evil(await sandbox('unknown-type'), hello(), frame(Buffer.from([0x81, 0xa4, ...Buffer.from('type'), 0xa3, ...Buffer.from('pwn')])));
+    await logged('unknown-type', 'ERR_UNKNOWN_TYPE');
   });
 
   it('events before hello, and non-consecutive seqs, close the session with ERR_UNEXPECTED', async () => {
-    await evil(encodeMessage({ type: 'events', events: [] }));
-    await evil(hello(), encodeMessage({ type: 'events', events: [{ kind: 'phase', seq: 7, t: 1, name: 'x' }] }));
-    await waitFor('logged code', () => (collector.logs().match(/"code":"ERR_UNEXPECTED"/g) ?? []).length >= 2);
-    expect((await allEvents(collector, 'evil', 'phase')).map((e) => e.data.name)).not.toContain('x');
+    await evil(await sandbox('early-events'), encodeMessage({ type: 'events', events: [] }));
+    await evil(await sandbox('seq-skip'), hello(), encodeMessage({ type: 'events', events: [{ kind: 'phase', seq: 7, t: 1, name: 'x' }] }));
+    await logged('early-events', 'ERR_UNEXPECTED');
+    await logged('seq-skip', 'ERR_UNEXPECTED');
+    expect((await allEvents(collector, 'seq-skip', 'phase')).map((e) => e.data.name)).not.toContain('x');
     await goodStillWorks();
   });
 
   it('a schema violation closes the session with ERR_SCHEMA; a wrong protocol version with ERR_VERSION', async () => {
-    await evil(hello({ generation: -5 }));
-    await evil(hello({ protocol: 99 }));
-    await waitFor('logged codes', () => collector.logs().includes('"code":"ERR_SCHEMA"') && collector.logs().includes('"code":"ERR_VERSION"'));
+    await evil(await sandbox('schema'), hello({ generation: -5 }));
+    await evil(await sandbox('version'), hello({ protocol: 99 }));
+    await logged('schema', 'ERR_SCHEMA');
+    await logged('version', 'ERR_VERSION');
+  });
+
+  it('a deeply nested frame is refused before it is decoded', async () => {
+    const sock = await sandbox('deep');
+    const deep = Buffer.alloc(1024 * 1024, 0x91); // a million one-element arrays, one inside the other
+    deep[deep.length - 1] = 0xc0;
+    await evil(sock, hello(), frame(deep));
+    await logged('deep', 'ERR_MSGPACK');
+    expect(collector.logs()).toContain(`nested deeper than ${MAX_NESTING_DEPTH}`);
+    await goodStillWorks();
   });
 
   it('a frame flood is cut off with ERR_RATE_LIMIT and the sandbox cools down; others are unaffected', async () => {
+    const sock = await sandbox('flood');
     const beat = encodeMessage({ type: 'heartbeat', sinceBootMs: 1 });
-    await evil(hello(), Buffer.concat(new Array(6000).fill(beat)));
-    await waitFor('logged code', () => collector.logs().includes('"code":"ERR_RATE_LIMIT"'));
+    await evil(sock, hello(), Buffer.concat(new Array(6000).fill(beat)));
     // Reconnecting at once is refused during the cool-down.
-    await evil(hello());
-    const d = (await collector.api('GET', '/v1/sandboxes/evil')).body;
+    await evil(sock, hello());
+    await logged('flood', 'ERR_RATE_LIMIT');
+    const d = await detail('flood');
     expect(d.counters.refused).toBeGreaterThanOrEqual(1);
     expect(d.counters.protocolErrors).toBeGreaterThanOrEqual(1);
     await goodStillWorks();
+  });
+
+  it('reconnecting does not reset the budget: the second 7 MiB connection is cut off and cools down', async () => {
+    const sock = await sandbox('reconnect');
+    // Well-formed frames the collector reads and drops (no request is waiting for them).
+    const chunk = encodeMessage({ type: 'dump.chunk', id: 1, index: 0, data: new Uint8Array(DUMP_CHUNK_BYTES) });
+    const sevenMiB = Buffer.concat(new Array(28).fill(chunk));
+    let connections = 0;
+    for (; connections < 20; connections++) {
+      const s = await open(sock);
+      s.write(hello());
+      s.end(sevenMiB);
+      await closed(s, 30_000);
+      if ((await detail('reconnect')).counters.protocolErrors > 0) break;
+    }
+    await evil(sock, hello()); // in the cool-down
+    // One connection fits the 8 MiB burst; the next one does not get a burst of its own.
+    expect(connections + 1).toBe(2);
+    await logged('reconnect', 'ERR_RATE_LIMIT');
+    expect((await detail('reconnect')).counters.refused).toBeGreaterThanOrEqual(1);
+    await goodStillWorks();
+  });
+
+  it('connections that never say hello are capped per sandbox, each holds under 64 KiB, and all are gone after the hello deadline', async () => {
+    const sock = await sandbox('slowloris');
+    // Each sends the length prefix of the largest frame allowed before hello, and half of it.
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(MAX_HELLO_FRAME_BYTES);
+    const half = Buffer.concat([header, Buffer.alloc(MAX_HELLO_FRAME_BYTES / 2)]);
+    const sockets = await Promise.all(Array.from({ length: 300 }, () => open(sock)));
+    for (const s of sockets) s.write(half);
+    await Promise.all(sockets.map((s) => closed(s, 30_000)));
+    const d = await detail('slowloris');
+    // Every connection was either refused at once or held (at most MAX_PENDING at a time)
+    // until the hello deadline closed it with a protocol error.
+    expect(d.counters.refused + d.counters.protocolErrors).toBe(300);
+    expect(d.counters.refused).toBeGreaterThanOrEqual(300 - 2 * MAX_PENDING);
+    await logged('slowloris', 'ERR_UNEXPECTED', d.counters.protocolErrors);
+    expect(collector.logs()).toMatch(new RegExp(`"sandbox":"slowloris".*no hello within ${HELLO_TIMEOUT_MS} ms`));
+    expect(d.counters.sessions).toBe(0);
+    await goodStillWorks();
+  });
+
+  it('any protocol error starts a cool-down, a clean close does not, and an honest probe gets back in after it', async () => {
+    const sock = await sandbox('cooldown');
+    const honest = () => {
+      const p = new ProbeClient({ path: sock, heartbeatMs: 1000 });
+      cleanup.push(() => p.close());
+      return p;
+    };
+    // Clean closes and immediate reconnects: no cool-down.
+    for (let i = 0; i < 3; i++) {
+      const p = honest();
+      await p.connect();
+      p.close();
+      await p.closed;
+    }
+    expect((await detail('cooldown')).counters).toMatchObject({ sessions: 3, refused: 0 });
+
+    // A schema error (not a rate limit): the next connection is refused at once.
+    await evil(sock, hello({ generation: -5 }));
+    await evil(sock, hello());
+    await logged('cooldown', 'ERR_SCHEMA');
+    expect((await detail('cooldown')).counters.refused).toBeGreaterThanOrEqual(1);
+
+    // An honest probe retrying with a backoff like the real one's is back after the cool-down.
+    let delay = 20;
+    await waitFor('the honest probe to be welcomed again', async () => {
+      try {
+        await honest().connect();
+        return true;
+      } catch {
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(2000, delay * 2);
+        return false;
+      }
+    });
+    expect((await detail('cooldown')).counters.sessions).toBe(4);
   });
 });

@@ -6,7 +6,7 @@
 // that belongs to an earlier generation of the VM (the lesson of seed 003).
 
 import net from 'node:net';
-import { FrameDecoder, decodeProbeMessage, encodeMessage, type Hello } from '@vsockdiag/proto';
+import { FrameDecoder, MAX_FRAME_BYTES, MAX_HELLO_FRAME_BYTES, decodeProbeMessage, encodeMessage, type Hello } from '@vsockdiag/proto';
 import { RequestError, Requests, type Answer, type ProbeCommand } from './requests.js';
 
 /** Firecracker's reply line is short: "OK 1073741824\n". */
@@ -37,12 +37,13 @@ export async function requestViaCommandPort(
           if (m.type !== 'hello') throw new Error(`probe spoke ${m.type} before hello`);
           const h = m;
           hello = h;
+          decoder.maxFrameBytes = MAX_FRAME_BYTES; // it said who it is: full-size frames (dump chunks) from here on
           const { id, answer } = requests.start(timeoutMs);
           socket.write(encodeMessage({ type: 'command', id, ...command }));
           answer.then((a) => resolve({ ...a, hello: h }), reject);
         } else if (m.type === 'dump.chunk') requests.onChunk(m);
         else if (m.type === 'result') requests.onResult(m);
-      });
+      }, MAX_HELLO_FRAME_BYTES);
       const fail = (err: Error) => {
         requests.failAll(err);
         reject(err);

@@ -6,7 +6,7 @@
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
 import { CLOCK_SLACK_MS, applyEvent, listen, type Hello, type ProbeEvent, type ProbeStatus } from '@vsockdiag/proto';
-import type { BudgetLimits } from './budget.js';
+import { Budget, type BudgetLimits } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { Logger } from './logger.js';
 import { Session, type SessionHost } from './session.js';
@@ -31,8 +31,20 @@ const MAX_THREAD_SAMPLES = 256;
 const MAX_KERNEL_NOTES = 32;
 const MAX_PHASES = 64;
 
-/** After a probe is cut off for misbehaving, its next connections are refused for this long. */
-export const COOLDOWN_MS = 5000;
+/** Connections that have not said hello yet, at most this many at a time; more are refused.
+ *  An honest probe dials one at a time, and the one session past hello is superseded by the
+ *  next hello, so a sandbox never holds more than MAX_PENDING + 1 connections. */
+export const MAX_PENDING = 2;
+
+/** After a probe is cut off for misbehaving, its next connections are refused for this long:
+ *  long enough that a guest cannot hammer the collector with bad sessions, short enough that
+ *  an honest probe (reconnect backoff capped at 2 s) is back within a few seconds. */
+export const COOLDOWN_MS = 2000;
+
+/** Close codes that are no sign of a misbehaving guest, so no cool-down: a link that went
+ *  quiet (a snapshot's transport reset can look like that), a stream cut mid-frame (a probe
+ *  killed, a reset), and the collector's own failures. Clean closes carry no code at all. */
+const NO_COOLDOWN = new Set(['ERR_IDLE', 'ERR_TRUNCATED', 'ERR_STORE', 'ERR_INTERNAL']);
 
 export interface StateChange {
   id: string;
@@ -74,6 +86,10 @@ export class Sandbox extends EventEmitter implements SessionHost {
   private readonly toHost = (guestMs: number) => this.clock.toHost(guestMs);
   /** Conditions raised and not yet cleared, with their detail when raised. */
   private readonly raised = new Map<ConditionName, string>();
+  /** What this guest may send, shared by all its connections: reconnecting does not refill it. */
+  private readonly budget: Budget;
+  /** Accepted connections that have not said hello yet. */
+  private readonly pending = new Set<Session>();
   private cooldownUntil = 0;
   private closed = false;
 
@@ -89,6 +105,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     super();
     this.generation = generation;
     this.conditionSettings = { ...settings.conditions, stallAfterMs: settings.stallAfterMs };
+    this.budget = new Budget(settings.budget);
     // Every readiness long-poll on this sandbox listens here; there is no fixed bound.
     this.setMaxListeners(0);
   }
@@ -117,6 +134,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.session?.close('sandbox unregistered', null);
+    for (const s of this.pending) s.close('sandbox unregistered', null);
     this.emit('removed');
     // Stop accepting now; the session's own connection was closed just above.
     this.server?.close();
@@ -144,18 +162,22 @@ export class Sandbox extends EventEmitter implements SessionHost {
     return v;
   }
 
+  /** Refuses (closes at once, before any byte is read) a connection during a cool-down, past
+   *  the pending limit, or over the frame budget (each connection costs a frame, so dialling
+   *  in a loop is rate-limited like sending is). */
   private accept(socket: net.Socket): void {
-    if (this.closed || Date.now() < this.cooldownUntil) {
+    if (this.closed || Date.now() < this.cooldownUntil || this.pending.size >= MAX_PENDING || !this.budget.spendFrame()) {
       this.counters.refused++;
       socket.destroy();
       return;
     }
-    new Session(socket, this, this.log.child({ sandbox: this.id }), this.settings.budget);
+    this.pending.add(new Session(socket, this, this.log.child({ sandbox: this.id }), this.budget));
   }
 
   // ---- SessionHost: called by the session ----
 
   onHello(session: Session, hello: Hello): number {
+    this.pending.delete(session);
     if (this.session && this.session !== session) this.session.close('superseded by a new connection', null);
     this.session = session;
     this.generation++;
@@ -270,9 +292,10 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   onClose(session: Session, reason: string, code: string | null): void {
+    this.pending.delete(session);
     if (code) {
       this.counters.protocolErrors++;
-      if (code === 'ERR_RATE_LIMIT') this.cooldownUntil = Date.now() + COOLDOWN_MS;
+      if (!NO_COOLDOWN.has(code)) this.cooldownUntil = Date.now() + COOLDOWN_MS;
     }
     if (session.generation > 0) this.store.closeSession(this.id, session.generation, code ? `${code}: ${reason}` : reason);
     if (session !== this.session) return;

@@ -1,16 +1,20 @@
 // One probe connection, from accept to close. The guest on the other end is untrusted:
 // every frame is size-checked before decoding, schema-validated after, and charged to the
-// sandbox's budget; anything wrong closes this session with a stable error code and
-// touches nothing else. Acks go out only after the store has committed the events.
+// sandbox's budget (shared by all its connections); anything wrong closes this session with
+// a stable error code and touches nothing else. Acks go out only after the store has
+// committed the events.
 //
-// Lifecycle: accept → hello (within HELLO_TIMEOUT_MS) → welcome{ack} → events/gap/
-// heartbeat … → close (socket end/error, protocol error, budget, idle timeout, superseded).
+// Lifecycle: accept → hello (within HELLO_TIMEOUT_MS, in a frame of at most
+// MAX_HELLO_FRAME_BYTES) → welcome{ack} → events/gap/heartbeat … (frames up to
+// MAX_FRAME_BYTES) → close (socket end/error, protocol error, budget, idle timeout, superseded).
 
 import type net from 'node:net';
 import {
   FrameDecoder,
   HEARTBEAT_INTERVAL_MS,
   IDLE_TIMEOUT_MS,
+  MAX_FRAME_BYTES,
+  MAX_HELLO_FRAME_BYTES,
   PROTOCOL_VERSION,
   ProtocolError,
   decodeProbeMessage,
@@ -20,11 +24,13 @@ import {
   type ProbeEvent,
   type ProbeMessage,
 } from '@vsockdiag/proto';
-import { Budget, type BudgetLimits } from './budget.js';
+import type { Budget } from './budget.js';
 import { RequestError, Requests, type Answer, type ProbeCommand } from './requests.js';
 import type { Logger } from './logger.js';
 
-export const HELLO_TIMEOUT_MS = 5000;
+/** An honest probe sends its hello the moment it connects; a connection that has not said
+ *  hello holds one of the sandbox's few pending slots, so it does not get to hold it long. */
+export const HELLO_TIMEOUT_MS = 2000;
 
 export interface SessionHost {
   /** A valid hello arrived: returns the ack floor (highest seq already stored). */
@@ -44,20 +50,20 @@ export class Session {
   private closed = false;
   private readonly requests = new Requests();
   private readonly decoder: FrameDecoder;
-  private readonly budget: Budget;
   private lastRx = Date.now();
   /** Any frame proves we are alive to the probe: a heartbeat is only sent when nothing else was. */
   private lastTx = 0;
   private readonly timer: NodeJS.Timeout;
+  private helloTimer: NodeJS.Timeout | null;
 
   constructor(
     readonly socket: net.Socket,
     private readonly host: SessionHost,
     private readonly log: Logger,
-    budget?: BudgetLimits,
+    /** The sandbox's budget, not this connection's: a reconnect does not refill it. */
+    private readonly budget: Budget,
   ) {
-    this.budget = new Budget(budget);
-    this.decoder = new FrameDecoder((body) => this.handle(decodeProbeMessage(body)));
+    this.decoder = new FrameDecoder((body) => this.handle(decodeProbeMessage(body)), MAX_HELLO_FRAME_BYTES);
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('end', () => {
       try {
@@ -69,12 +75,10 @@ export class Session {
     });
     socket.on('error', (err) => this.close(`socket error: ${err.message}`, null));
     socket.on('close', () => this.close('connection closed', null));
-    const opened = Date.now();
+    this.helloTimer = setTimeout(() => this.fail(new ProtocolError('ERR_UNEXPECTED', `no hello within ${HELLO_TIMEOUT_MS} ms`)), HELLO_TIMEOUT_MS);
     this.timer = setInterval(() => {
       const now = Date.now();
-      if (!this.hello && now - opened > HELLO_TIMEOUT_MS) {
-        this.fail(new ProtocolError('ERR_UNEXPECTED', `no hello within ${HELLO_TIMEOUT_MS} ms`));
-      } else if (now - this.lastRx > IDLE_TIMEOUT_MS) {
+      if (now - this.lastRx > IDLE_TIMEOUT_MS) {
         this.fail(new ProtocolError('ERR_IDLE', `no word from the probe for ${IDLE_TIMEOUT_MS} ms`));
       } else if (this.hello && now - this.lastTx >= HEARTBEAT_INTERVAL_MS - 50) {
         this.send({ type: 'heartbeat' });
@@ -94,12 +98,16 @@ export class Session {
 
   /**
    * Sends a command and waits for its answer. A dump's bytes are solicited, so they are
-   * granted on top of the probe's budget.
+   * granted on top of the probe's budget, for this request only: what is left of the grant
+   * is taken back when the request settles (answered, timed out, or the session closed).
    */
   request(command: ProbeCommand, timeoutMs: number, grantBytes = 0): Promise<Answer> {
     if (this.closed || !this.hello) return Promise.reject(new RequestError('CLOSED', 'the probe session is not open'));
     const { id, answer } = this.requests.start(timeoutMs);
-    if (grantBytes) this.budget.grant(grantBytes);
+    if (grantBytes) {
+      const { release } = this.budget.grant(grantBytes);
+      void answer.then(release, release);
+    }
     this.send({ type: 'command', id, ...command });
     return answer;
   }
@@ -109,8 +117,14 @@ export class Session {
     this.closed = true;
     this.requests.failAll(new RequestError('CLOSED', `the probe session closed: ${reason}`));
     clearInterval(this.timer);
+    this.clearHelloTimer();
     this.socket.destroy();
     this.host.onClose(this, reason, code);
+  }
+
+  private clearHelloTimer(): void {
+    if (this.helloTimer) clearTimeout(this.helloTimer);
+    this.helloTimer = null;
   }
 
   private onData(chunk: Buffer): void {
@@ -147,7 +161,10 @@ export class Session {
           throw new ProtocolError('ERR_VERSION', `protocol ${m.protocol} not supported (this collector speaks ${PROTOCOL_VERSION})`);
         }
         this.hello = m;
+        this.clearHelloTimer();
         const ack = this.host.onHello(this, m);
+        // The probe has said who it is: full-size frames from here on.
+        this.decoder.maxFrameBytes = MAX_FRAME_BYTES;
         this.lastSeq = ack;
         this.send({ type: 'welcome', ack, hostWallMs: Date.now() });
         return;

@@ -70,7 +70,7 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
   counter('vsockdiag_sessions_total', 'Probe sessions opened (one per generation)', 'sessions');
   counter('vsockdiag_protocol_errors_total', 'Probe sessions closed for a protocol error', 'protocolErrors');
   counter('vsockdiag_gaps_total', 'Event ranges the probe reported lost from its ring', 'gaps');
-  counter('vsockdiag_connections_refused_total', 'Probe connections refused during a cool-down', 'refused');
+  counter('vsockdiag_connections_refused_total', 'Probe connections refused (cool-down, too many before hello, or over budget)', 'refused');
 
   app.get('/metrics', async (_req, reply) => reply.type(reg.contentType).send(await reg.metrics()));
 }
