@@ -11,10 +11,12 @@ import { DUMP_MODES, parseDuration } from '@vsockdiag/proto';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { createLogger } from '../collector/logger.js';
+import { DEFAULT_RETENTION } from '../collector/store.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
 import { analysisOf, type detail, type dumpBrief, type dumpDetail, type eventRecord } from '../http/present.js';
 import { ClientError, CollectorClient } from './client.js';
 import { colorState, sinceText, table, type SandboxSummary } from './format.js';
+import { parseSize } from './size.js';
 
 // What the API answers, typed by the collector's own presenters (http/present.ts).
 type StatusBody = ReturnType<typeof detail>;
@@ -67,6 +69,9 @@ export function buildProgram(): Command {
     .option('--storm-threshold <n>', 'raise socket-storm when one remote endpoint holds this many sockets', int('--storm-threshold'), DEFAULT_CONDITION_SETTINGS.stormThreshold)
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
+    // Event history bounds (the oldest events are pruned first).
+    .option('--retain-per-sandbox <size>', 'event history kept per sandbox, e.g. 64MiB', parseSize, DEFAULT_RETENTION.sandboxBytes)
+    .option('--retain-total <size>', 'event history kept across all sandboxes (the largest are cut first)', parseSize, DEFAULT_RETENTION.totalBytes)
     .action(async (o, cmd: Command) => {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
@@ -82,6 +87,7 @@ export function buildProgram(): Command {
           startDeadlineMs: o.startDeadline,
           stormThreshold: o.stormThreshold,
           onStuck: o.onStuck,
+          retention: { sandboxBytes: o.retainPerSandbox, totalBytes: o.retainTotal },
           dashboardDir: dashboardDir(),
           ...(o.discover ? { discover: o.discover } : {}),
           ...(token ? { token } : {}),

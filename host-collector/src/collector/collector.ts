@@ -10,7 +10,7 @@ import { Discovery } from './discovery.js';
 import { DumpService, type OnStuck } from './dump-service.js';
 import type { Logger } from './logger.js';
 import { Registry } from './registry.js';
-import { Store } from './store.js';
+import { Store, type Retention } from './store.js';
 
 export interface CollectorOptions {
   http: string;
@@ -26,8 +26,9 @@ export interface CollectorOptions {
   onStuck?: OnStuck;
   /** Sockets to one remote endpoint from which a socket-storm condition is raised. */
   stormThreshold?: number;
-  /** Events kept per sandbox; older ones are pruned every minute. */
-  retainEvents?: number;
+  /** Bounds on the event history (per sandbox, by count and bytes, and in total); the
+   *  oldest events are pruned as new ones are committed. Defaults: DEFAULT_RETENTION. */
+  retention?: Partial<Retention>;
 }
 
 export const DEFAULT_COLLECTOR_OPTIONS = {
@@ -38,8 +39,6 @@ export const DEFAULT_COLLECTOR_OPTIONS = {
   stallAfterMs: DEFAULTS.stallAfterMs,
   startDeadlineMs: DEFAULTS.startDeadlineMs,
 };
-
-const PRUNE_INTERVAL_MS = 60_000;
 
 /** "127.0.0.1:7070", "tcp:127.0.0.1:7070" or "[::1]:7070" → host and port. */
 export function parseHttpAddress(text: string): { host: string; port: number } {
@@ -58,7 +57,6 @@ export class Collector {
   readonly http: FastifyInstance;
   readonly dumps: DumpService;
   private discovery: Discovery | null = null;
-  private pruneTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly opts: CollectorOptions,
@@ -68,7 +66,7 @@ export class Collector {
     if (!isLoopback(host) && !opts.token) {
       throw new Error(`refusing to serve the API on non-loopback ${host} without --token`);
     }
-    this.store = new Store(opts.dataDir);
+    this.store = new Store(opts.dataDir, opts.retention);
     this.registry = new Registry(
       this.store,
       {
@@ -104,11 +102,6 @@ export class Collector {
     const { host, port } = parseHttpAddress(this.opts.http);
     await this.http.listen({ host, port });
     const addr = this.http.server.address() as net.AddressInfo;
-    const keep = this.opts.retainEvents ?? 20_000;
-    this.pruneTimer = setInterval(() => {
-      for (const id of this.registry.sandboxes.keys()) this.store.prune(id, keep);
-    }, PRUNE_INTERVAL_MS);
-    this.pruneTimer.unref();
     const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
     this.log.info({ url, sandboxes: this.registry.sandboxes.size }, 'collector ready');
     return url;
@@ -116,7 +109,6 @@ export class Collector {
 
   async stop(): Promise<void> {
     this.discovery?.stop();
-    if (this.pruneTimer) clearInterval(this.pruneTimer);
     await this.http.close();
     await this.registry.closeAll();
     this.store.close();
