@@ -109,14 +109,14 @@ describe('Store.append', () => {
     // Same (sandbox, generation, seq) again violates the unique index.
     const err = await new Promise<Error | null>((resolve) => store.append([ev('sb1', 1, 2), ev('sb1', 1, 1)], resolve));
     expect(err).toBeInstanceOf(Error);
-    expect(store.events('sb1', { limit: 10 }).map((e) => e.seq)).toEqual([1]);
+    expect(store.events('sb1', { limit: 10 }).events.map((e) => e.seq)).toEqual([1]);
   });
 
   it('accepts rows without a callback and host events without seq', async () => {
     const dir = tmpDir();
     const store = open(dir);
     store.append([ev('sb1', 1, null, 'state', { state: 'booting' }), ev('sb1', 1, null, 'state', { state: 'ready' })]);
-    const rows = store.events('sb1', { limit: 10 });
+    const rows = store.events('sb1', { limit: 10 }).events;
     expect(rows.map((r) => [r.seq, r.kind, r.tGuest, r.data])).toEqual([
       [null, 'state', null, { state: 'booting' }],
       [null, 'state', null, { state: 'ready' }],
@@ -142,7 +142,7 @@ describe('Store.events', () => {
 
   it('returns a sandbox\'s events in id order, with their fields', async () => {
     const store = await seeded();
-    const all = store.events('sb1', { limit: 100 });
+    const all = store.events('sb1', { limit: 100 }).events;
     expect(all.map((e) => e.kind)).toEqual(['target.found', 'phase', 'listener.bound', 'state', 'phase', 'target.exit', 'targetx']);
     expect(all.every((e) => e.sandboxId === 'sb1')).toBe(true);
     const ids = all.map((e) => e.id);
@@ -152,55 +152,55 @@ describe('Store.events', () => {
 
   it('filters by after', async () => {
     const store = await seeded();
-    const all = store.events('sb1', { limit: 100 });
+    const all = store.events('sb1', { limit: 100 }).events;
     const after = all[2]!.id;
-    expect(store.events('sb1', { after, limit: 100 }).map((e) => e.id)).toEqual(all.slice(3).map((e) => e.id));
-    expect(store.events('sb1', { after: all[all.length - 1]!.id, limit: 100 })).toEqual([]);
+    expect(store.events('sb1', { after, limit: 100 }).events.map((e) => e.id)).toEqual(all.slice(3).map((e) => e.id));
+    expect(store.events('sb1', { after: all[all.length - 1]!.id, limit: 100 }).events).toEqual([]);
   });
 
   it('filters by exact kind', async () => {
     const store = await seeded();
-    expect(store.events('sb1', { kind: 'phase', limit: 100 }).map((e) => [e.generation, e.seq])).toEqual([
+    expect(store.events('sb1', { kind: 'phase', limit: 100 }).events.map((e) => [e.generation, e.seq])).toEqual([
       [1, 2],
       [2, 1],
     ]);
-    expect(store.events('sb1', { kind: 'target', limit: 100 })).toEqual([]);
+    expect(store.events('sb1', { kind: 'target', limit: 100 }).events).toEqual([]);
   });
 
   it('filters by a kind prefix ending with "."', async () => {
     const store = await seeded();
-    expect(store.events('sb1', { kind: 'target.', limit: 100 }).map((e) => e.kind)).toEqual(['target.found', 'target.exit']);
+    expect(store.events('sb1', { kind: 'target.', limit: 100 }).events.map((e) => e.kind)).toEqual(['target.found', 'target.exit']);
   });
 
   it('treats LIKE wildcards in a prefix literally', async () => {
     const store = open(tmpDir());
     await appendAndWait(store, [ev('s', 1, null, 'a_b.c'), ev('s', 1, null, 'axb.c'), ev('s', 1, null, 'a%.d'), ev('s', 1, null, 'aq.d')]);
-    expect(store.events('s', { kind: 'a_b.', limit: 10 }).map((e) => e.kind)).toEqual(['a_b.c']);
-    expect(store.events('s', { kind: 'a%.', limit: 10 }).map((e) => e.kind)).toEqual(['a%.d']);
+    expect(store.events('s', { kind: 'a_b.', limit: 10 }).events.map((e) => e.kind)).toEqual(['a_b.c']);
+    expect(store.events('s', { kind: 'a%.', limit: 10 }).events.map((e) => e.kind)).toEqual(['a%.d']);
   });
 
   it('filters by generation', async () => {
     const store = await seeded();
-    expect(store.events('sb1', { generation: 2, limit: 100 }).map((e) => e.kind)).toEqual(['phase', 'target.exit', 'targetx']);
-    expect(store.events('sb1', { generation: 2, kind: 'phase', limit: 100 })).toHaveLength(1);
-    expect(store.events('sb1', { generation: 9, limit: 100 })).toEqual([]);
+    expect(store.events('sb1', { generation: 2, limit: 100 }).events.map((e) => e.kind)).toEqual(['phase', 'target.exit', 'targetx']);
+    expect(store.events('sb1', { generation: 2, kind: 'phase', limit: 100 }).events).toHaveLength(1);
+    expect(store.events('sb1', { generation: 9, limit: 100 }).events).toEqual([]);
   });
 
   it('honours limit (oldest first)', async () => {
     const store = await seeded();
-    expect(store.events('sb1', { limit: 2 }).map((e) => e.kind)).toEqual(['target.found', 'phase']);
-    expect(store.events('sb1', { limit: 1, kind: 'phase', generation: 2 }).map((e) => e.seq)).toEqual([1]);
+    expect(store.events('sb1', { limit: 2 }).events.map((e) => e.kind)).toEqual(['target.found', 'phase']);
+    expect(store.events('sb1', { limit: 1, kind: 'phase', generation: 2 }).events.map((e) => e.seq)).toEqual([1]);
   });
 
   it('sees events appended in this turn (events() flushes first)', () => {
     const store = open(tmpDir());
     store.append([ev('sb1', 1, 1)]);
-    expect(store.events('sb1', { limit: 10 })).toHaveLength(1);
+    expect(store.events('sb1', { limit: 10 }).events).toHaveLength(1);
   });
 
   it('lastEventId finds the newest event of a kind', async () => {
     const store = await seeded();
-    const phases = store.events('sb1', { kind: 'phase', limit: 100 });
+    const phases = store.events('sb1', { kind: 'phase', limit: 100 }).events;
     expect(store.lastEventId('sb1', 'phase')).toBe(phases[phases.length - 1]!.id);
     expect(store.lastEventId('sb1', 'nope')).toBe(0);
     expect(store.lastEventId('missing', 'phase')).toBe(0);
@@ -289,9 +289,9 @@ describe('Store sessions and sandboxes', () => {
     store.deleteSandbox('sb1');
     expect(store.listSandboxes().map((s) => s.id)).toEqual(['sb2']);
     expect(store.sessions('sb1')).toEqual([]);
-    expect(store.events('sb1', { limit: 100 })).toEqual([]);
+    expect(store.events('sb1', { limit: 100 }).events).toEqual([]);
     expect(store.sessions('sb2')).toHaveLength(1);
-    expect(store.events('sb2', { limit: 100 })).toHaveLength(1);
+    expect(store.events('sb2', { limit: 100 }).events).toHaveLength(1);
     expect(store.ackFloor('sb1', 'instance-aaaa', 2)).toBe(0);
   });
 });
@@ -321,10 +321,10 @@ describe('Store retention', () => {
     const dir = tmpDir();
     const store = open(dir, { guestEvents: 10 });
     await appendAndWait(store, Array.from({ length: 10 }, (_, i) => ev('sb1', 1, i + 1)));
-    expect(store.events('sb1', { limit: 100 })).toHaveLength(10);
+    expect(store.events('sb1', { limit: 100 }).events).toHaveLength(10);
     await appendAndWait(store, [ev('sb1', 1, 11), ev('sb2', 1, 1)]);
-    expect(store.events('sb1', { limit: 100 }).map((e) => e.seq)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11]);
-    expect(store.events('sb2', { limit: 100 })).toHaveLength(1);
+    expect(store.events('sb1', { limit: 100 }).events.map((e) => e.seq)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    expect(store.events('sb2', { limit: 100 }).events).toHaveLength(1);
   });
 
   it('a flood of tiny probe events never erases the collector events', async () => {
@@ -341,10 +341,10 @@ describe('Store retention', () => {
     expect(h.collector.events).toBe(44);
     expect(h.guest.events).toBeLessThanOrEqual(20_000);
     expect(h.guest.events).toBeGreaterThanOrEqual(18_000);
-    expect(store.events('sb1', { kind: 'dump', limit: 100 })).toHaveLength(22);
-    expect(store.events('sb1', { kind: 'state', limit: 100 })).toHaveLength(22);
+    expect(store.events('sb1', { kind: 'dump', limit: 100 }).events).toHaveLength(22);
+    expect(store.events('sb1', { kind: 'state', limit: 100 }).events).toHaveLength(22);
     // The newest probe events are the ones kept.
-    expect(store.events('sb1', { order: 'desc', kind: 'phase', limit: 1 })[0]!.seq).toBe(seq);
+    expect(store.events('sb1', { order: 'desc', kind: 'phase', limit: 1 }).events[0]!.seq).toBe(seq);
   });
 
   it('bounds collector events by their own count, without touching probe events', async () => {
@@ -356,7 +356,7 @@ describe('Store retention', () => {
     expect(h.collector.events).toBe(9);
     expect(h.guest.events).toBe(2);
     // The oldest two went.
-    expect(store.events('sb1', { kind: 'dump', limit: 100 }).map((e) => (e.data as { n: number }).n)).toEqual([2, 4, 6, 8, 10]);
+    expect(store.events('sb1', { kind: 'dump', limit: 100 }).events.map((e) => (e.data as { n: number }).n)).toEqual([2, 4, 6, 8, 10]);
   });
 
   it('big probe events hit the byte quota: the oldest are pruned by bytes, collector events stay', async () => {
@@ -374,7 +374,7 @@ describe('Store retention', () => {
     const h = held(dir, 'sb1');
     expect(h.collector.events).toBe(5);
     expect(h.guest.bytes + h.collector.bytes).toBeGreaterThan(3 * MiB);
-    const kept = store.events('sb1', { kind: 'log.lines', limit: 1000 }).map((e) => e.seq!);
+    const kept = store.events('sb1', { kind: 'log.lines', limit: 1000 }).events.map((e) => e.seq!);
     // Oldest first out: what is left is the newest, without holes.
     expect(kept[kept.length - 1]).toBe(seq);
     expect(kept).toEqual(Array.from({ length: kept.length }, (_, i) => seq - kept.length + 1 + i));
@@ -420,7 +420,7 @@ describe('Store retention', () => {
     const h = held(dir, 'sb1');
     expect(h.guest.bytes + h.collector.bytes).toBeLessThanOrEqual(1 * MiB);
     expect(h.collector.events).toBe(3);
-    expect(second.events('sb1', { order: 'desc', limit: 1, kind: 'log.lines' })[0]!.seq).toBe(30);
+    expect(second.events('sb1', { order: 'desc', limit: 1, kind: 'log.lines' }).events[0]!.seq).toBe(30);
   });
 
   it('counts nothing of a commit that failed', async () => {
@@ -432,7 +432,7 @@ describe('Store retention', () => {
     expect(err).toBeInstanceOf(Error);
     // ...so one more is the tenth, within the bound: nothing is pruned.
     await appendAndWait(store, [ev('sb1', 1, 10)]);
-    expect(store.events('sb1', { limit: 100 }).map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(store.events('sb1', { limit: 100 }).events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   });
 
   it('drops the usage of a deleted sandbox', async () => {
@@ -460,7 +460,7 @@ describe('Store retention', () => {
     expect(h.guest.bytes).toBeGreaterThan(500 * KiB);
     expect(h.guest.bytes + h.collector.bytes).toBeLessThanOrEqual(1 * MiB);
     expect(h.collector.events).toBe(1);
-    expect(store.events('sb1', { order: 'desc', limit: 1 })[0]!.kind).toBe('state');
+    expect(store.events('sb1', { order: 'desc', limit: 1 }).events[0]!.kind).toBe('state');
   });
 });
 
@@ -472,7 +472,7 @@ describe('event size cap', () => {
     const row = ev('sb1', 1, 1, 'log.lines', { stream: 'stderr', lines, dropped: 3 });
     const notice0 = { level: 'warn', message: 'm'.repeat(MAX_EVENT_DATA_BYTES) };
     await appendAndWait(store, [row, ev('sb1', 1, 2, 'probe.notice', notice0)]);
-    const [logs, notice] = store.events('sb1', { limit: 10 }) as Array<{ data: Record<string, any> }>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const [logs, notice] = store.events('sb1', { limit: 10 }).events as Array<{ data: Record<string, any> }>; // eslint-disable-line @typescript-eslint/no-explicit-any
     // The leading lines that fit are kept, in order; the note says how many there were.
     expect(logs!.data.stream).toBe('stderr');
     expect(logs!.data.dropped).toBe(3);
@@ -497,7 +497,43 @@ describe('event size cap', () => {
     const store = open(tmpDir());
     const data = { stream: 'stdout', lines: Array.from({ length: 200 }, () => 'l'.repeat(2048)) };
     await appendAndWait(store, [ev('sb1', 1, 1, 'log.lines', data)]);
-    expect(store.events('sb1', { limit: 1 })[0]!.data).toEqual(data);
+    expect(store.events('sb1', { limit: 1 }).events[0]!.data).toEqual(data);
+  });
+});
+
+describe('Store.events by bytes', () => {
+  it('stops a page at maxBytes, says there is more, and paging either way returns everything', async () => {
+    const store = open(tmpDir());
+    const payload = 'p'.repeat(100 * KiB);
+    await appendAndWait(store, Array.from({ length: 25 }, (_, i) => ev('sb1', 1, i + 1, 'log.lines', { lines: [payload] })));
+    const all: number[] = [];
+    for (let after = 0; ; ) {
+      const page = store.events('sb1', { after, limit: 1000, maxBytes: 1 * MiB });
+      expect(page.events.length).toBeLessThanOrEqual(10);
+      all.push(...page.events.map((e) => e.seq!));
+      if (!page.more) break;
+      after = page.events[page.events.length - 1]!.id;
+    }
+    expect(all).toEqual(Array.from({ length: 25 }, (_, i) => i + 1));
+    const back: number[] = [];
+    for (let before: number | undefined; ; ) {
+      const page = store.events('sb1', { limit: 1000, maxBytes: 1 * MiB, order: 'desc', ...(before ? { before } : {}) });
+      back.push(...page.events.map((e) => e.seq!));
+      if (!page.more) break;
+      before = page.events[page.events.length - 1]!.id;
+    }
+    expect(back).toEqual([...all].reverse());
+  });
+
+  it('returns the first event whatever its size, and says more only when there is more', async () => {
+    const store = open(tmpDir());
+    await appendAndWait(store, [ev('sb1', 1, 1, 'log.lines', { lines: ['q'.repeat(200 * KiB)] }), ev('sb1', 1, 2)]);
+    const first = store.events('sb1', { limit: 10, maxBytes: 1000 });
+    expect(first.events.map((e) => e.seq)).toEqual([1]);
+    expect(first.more).toBe(true);
+    expect(store.events('sb1', { limit: 2 }).more).toBe(false);
+    expect(store.events('sb1', { limit: 1 }).more).toBe(true);
+    expect(store.events('sb1', { after: first.events[0]!.id, limit: 1, maxBytes: 1000 })).toMatchObject({ more: false, events: [{ seq: 2 }] });
   });
 });
 
@@ -518,7 +554,7 @@ describe('Store persistence', () => {
 
     const second = open(dir);
     expect(second.listSandboxes()).toEqual([{ id: 'sb1', udsPath: '/run/fc/sb1.sock', source: 'api', generation: 1, createdMs: 5 }]);
-    expect(second.events('sb1', { limit: 10 }).map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect(second.events('sb1', { limit: 10 }).events.map((e) => e.seq)).toEqual([1, 2, 3]);
     expect(second.sessions('sb1')).toHaveLength(1);
     expect(second.ackFloor('sb1', 'instance-aaaa', 2)).toBe(3);
   });

@@ -247,9 +247,9 @@ export function buildProgram(): Command {
       const recent: TailEvent[] = [];
       for (let before = ''; recent.length < o.lines; ) {
         const limit = Math.min(1000, o.lines - recent.length);
-        const r = await c.request<{ events: TailEvent[]; next: number }>('GET', `${path}/events?order=desc&limit=${limit}${before}`);
+        const r = await c.request<{ events: TailEvent[]; next: number; more: boolean }>('GET', `${path}/events?order=desc&limit=${limit}${before}`);
         recent.push(...r.body.events);
-        if (r.body.events.length < limit) break;
+        if (!r.body.more) break;
         before = `&before=${r.body.next}`;
       }
       recent.reverse();

@@ -117,6 +117,15 @@ export interface EventQuery {
   kind?: string;
   generation?: number;
   limit: number;
+  /** Stop before the events come to more than this many bytes (data JSON plus
+   *  EVENT_OVERHEAD_BYTES each); the first event is returned whatever its size. */
+  maxBytes?: number;
+}
+
+export interface EventPage {
+  events: StoredEvent[];
+  /** More events match beyond the last one returned (the page hit `limit` or `maxBytes`). */
+  more: boolean;
 }
 
 /** Events and bytes a sandbox holds, by origin (bytes include EVENT_OVERHEAD_BYTES each). */
@@ -513,28 +522,38 @@ export class Store {
     for (const p of batch) p.done?.(error);
   }
 
-  events(sandboxId: string, q: EventQuery): StoredEvent[] {
+  events(sandboxId: string, q: EventQuery): EventPage {
     this.flush();
     const where = ['sandbox_id = @sandboxId', 'id > @after'];
     if (q.before !== undefined) where.push('id < @before');
     if (q.kind) where.push(q.kind.endsWith('.') ? "kind LIKE @kindPrefix ESCAPE '\\'" : 'kind = @kind');
     if (q.generation !== undefined) where.push('generation = @generation');
-    const sql = `SELECT id, sandbox_id AS sandboxId, generation, seq, kind, t_guest AS tGuest, t_host AS tHost, data
+    const sql = `SELECT id, sandbox_id AS sandboxId, generation, seq, kind, t_guest AS tGuest, t_host AS tHost, data, bytes
          FROM events WHERE ${where.join(' AND ')} ORDER BY id ${q.order === 'desc' ? 'DESC' : 'ASC'} LIMIT @limit`;
     // A few dozen shapes at most (filters × order): each compiled once.
     let statement = this.eventQueries.get(sql);
     if (!statement) this.eventQueries.set(sql, (statement = this.db.prepare(sql)));
-    const rows = statement
-      .all({
-        sandboxId,
-        after: q.after ?? 0,
-        before: q.before,
-        kind: q.kind,
-        kindPrefix: q.kind ? `${q.kind.replace(/[\\%_]/g, '\\$&')}%` : undefined,
-        generation: q.generation,
-        limit: q.limit,
-      }) as Array<StoredEvent & { data: string }>;
-    return rows.map((r) => ({ ...r, data: JSON.parse(r.data) as unknown }));
+    const rows = statement.iterate({
+      sandboxId,
+      after: q.after ?? 0,
+      before: q.before,
+      kind: q.kind,
+      kindPrefix: q.kind ? `${q.kind.replace(/[\\%_]/g, '\\$&')}%` : undefined,
+      generation: q.generation,
+      // One more than asked: whether there is more is then known, not guessed.
+      limit: q.limit + 1,
+    }) as IterableIterator<StoredEvent & { data: string; bytes: number }>;
+    // Row by row, so a page cut short by maxBytes never had the rest of its rows in memory.
+    const events: StoredEvent[] = [];
+    let size = 0;
+    for (const { bytes, ...r } of rows) {
+      size += bytes + EVENT_OVERHEAD_BYTES;
+      if (events.length === q.limit || (events.length > 0 && q.maxBytes !== undefined && size > q.maxBytes)) {
+        return { events, more: true };
+      }
+      events.push({ ...r, data: JSON.parse(r.data) as unknown });
+    }
+    return { events, more: false };
   }
 
   /** Stores a dump (text gzipped) and keeps only the newest KEEP_DUMPS of the sandbox. */
