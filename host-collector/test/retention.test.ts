@@ -10,6 +10,7 @@ import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ProbeClient } from '../../test/harness/probe-client.js';
 import { Collector, type CollectorOptions } from '../src/collector/collector.js';
+import { AUTO_DUMP_SETS } from '../src/collector/dump-service.js';
 import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
 import { MAX_EVENTS_RESPONSE_BYTES } from '../src/http/routes/sandboxes.js';
 
@@ -95,6 +96,16 @@ function answerDumps(m: CollectorMessage, c: ProbeClient): void {
   const text = Buffer.from(`threads of envd (pid 42)\ntask 42 S futex_wait_queue\n`);
   c.send({ type: 'dump.chunk', id: m.id, index: 0, data: text });
   c.send({ type: 'result', id: m.id, ok: true, dump: { mode: m.mode ?? 'threads', source: 'proc', complete: true, bytes: text.length, chunks: 1, pid: 42 } });
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 describe('a guest flooding the history', () => {
@@ -199,5 +210,61 @@ describe('reading a history of large events', () => {
     expect(names).toEqual(Array.from({ length: names.length }, (_, i) => `p${i}`));
     // All of them are still in the history.
     expect((await allEvents(url, '&kind=phase')).map((e) => e.data.name)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7']);
+  });
+});
+
+describe('automatic dumps', () => {
+  /** A target that started long ago and is not ready: stuck from the hello on. */
+  const hung: Hello['status'] = {
+    ...initialStatus(49983),
+    target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true },
+  };
+
+  it('a reconnect storm takes at most AUTO_DUMP_SETS sets, records the skip once, and keeps the operator dump', async () => {
+    const { url, socket } = await start({ startDeadlineMs: 100 });
+    const autoDumps = async () => (await get(url, '/v1/sandboxes/vm/dumps')).json.dumps.filter((d: Json) => d.trigger === 'auto');
+    const storm = AUTO_DUMP_SETS + 3;
+    let operatorDump: number | null = null;
+    for (let g = 1; g <= storm; g++) {
+      const commands: CollectorMessage[] = [];
+      const p = connectProbe(socket, {
+        generation: g,
+        status: hung,
+        onMessage: (m, c) => {
+          if (m.type === 'command') commands.push(m);
+          answerDumps(m, c);
+        },
+      });
+      await p.connect();
+      await waitFor('stuck', async () => {
+        const d = (await get(url, '/v1/sandboxes/vm')).json;
+        return d.state === 'stuck' && d.generation === g && d.connected;
+      });
+      if (g <= AUTO_DUMP_SETS) {
+        await waitFor(`automatic dump ${g}`, async () => (await autoDumps()).length === g);
+      } else {
+        // Skipped at once, on the state change: this session was never asked for a dump.
+        await waitFor('the skip in the history', async () => (await get(url, '/v1/sandboxes/vm/events?kind=dump')).json.events.some((e: Json) => e.data.error?.startsWith('skipped')));
+        expect(commands).toEqual([]);
+      }
+      if (g === 1) {
+        const r = await fetch(`${url}/v1/sandboxes/vm/dumps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        expect(r.status).toBe(201);
+        operatorDump = ((await r.json()) as Json).id;
+      }
+      p.close();
+      await waitFor('disconnected', async () => !(await get(url, '/v1/sandboxes/vm')).json.connected);
+    }
+
+    expect(await autoDumps()).toHaveLength(AUTO_DUMP_SETS);
+    const listed = (await get(url, '/v1/sandboxes/vm/dumps')).json.dumps;
+    expect(listed.filter((d: Json) => d.trigger === 'api').map((d: Json) => d.id)).toEqual([operatorDump]);
+    const records = (await get(url, '/v1/sandboxes/vm/events?kind=dump')).json.events.map((e: Json) => e.data);
+    // One record of the pause, however many episodes fell in it; it says until when.
+    const skips = records.filter((d: Json) => d.error?.startsWith('skipped'));
+    expect(skips).toHaveLength(1);
+    expect(skips[0]).toMatchObject({ trigger: 'auto', complete: false });
+    expect(skips[0].error).toMatch(/none until \d{4}-\d\d-\d\dT/);
+    expect(records.filter((d: Json) => d.dumpId !== undefined)).toHaveLength(AUTO_DUMP_SETS + 1);
   });
 });

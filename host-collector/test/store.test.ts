@@ -4,7 +4,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
-import { EVENT_OVERHEAD_BYTES, Store, type EventRecord, type Retention, type SessionRecord } from '../src/collector/store.js';
+import { EVENT_OVERHEAD_BYTES, KEEP_DUMPS, Store, type DumpRecord, type EventRecord, type Retention, type SessionRecord } from '../src/collector/store.js';
 
 const cleanup: Array<() => void> = [];
 afterEach(() => {
@@ -534,6 +534,48 @@ describe('Store.events by bytes', () => {
     expect(store.events('sb1', { limit: 2 }).more).toBe(false);
     expect(store.events('sb1', { limit: 1 }).more).toBe(true);
     expect(store.events('sb1', { after: first.events[0]!.id, limit: 1, maxBytes: 1000 })).toMatchObject({ more: false, events: [{ seq: 2 }] });
+  });
+});
+
+describe('Store dumps retention', () => {
+  function dump(trigger: 'api' | 'auto', n: number): DumpRecord {
+    return {
+      sandboxId: 'sb1',
+      generation: n,
+      mode: 'threads',
+      source: 'proc',
+      trigger,
+      complete: true,
+      error: null,
+      note: null,
+      pid: 42,
+      createdMs: n,
+      text: `dump ${n}`,
+      analysis: { kind: 'unknown' },
+    };
+  }
+
+  it('a storm of automatic dumps never pushes out the ones an operator asked for', () => {
+    const store = open(tmpDir());
+    const api = [1, 2, 3].map((n) => store.saveDump(dump('api', n)));
+    // Each reconnect of a hanging guest was a new episode, hence a new automatic dump.
+    for (let n = 10; n < 10 + 3 * KEEP_DUMPS.auto; n++) store.saveDump(dump('auto', n));
+    const listed = store.listDumps('sb1', (d) => ({ id: d.id, trigger: d.trigger, generation: d.generation }));
+    expect(listed.filter((d) => d.trigger === 'api').map((d) => d.id)).toEqual([...api].reverse());
+    const autos = listed.filter((d) => d.trigger === 'auto');
+    expect(autos).toHaveLength(KEEP_DUMPS.auto);
+    expect(autos[0]!.generation).toBe(10 + 3 * KEEP_DUMPS.auto - 1);
+    expect(store.getDump('sb1', api[0]!)?.text).toBe('dump 1');
+  });
+
+  it('keeps the newest KEEP_DUMPS.api operator dumps', () => {
+    const store = open(tmpDir());
+    for (let n = 1; n <= KEEP_DUMPS.api + 5; n++) store.saveDump(dump('api', n));
+    store.saveDump(dump('auto', 999));
+    const listed = store.listDumps('sb1', (d) => d.generation);
+    expect(listed).toHaveLength(KEEP_DUMPS.api + 1);
+    expect(listed[0]).toBe(999);
+    expect(listed[listed.length - 1]).toBe(6);
   });
 });
 

@@ -74,8 +74,11 @@ export interface StoredDump extends Omit<DumpRecord, 'text'> {
 /** How long writes wait to be committed together (acks wait for the commit). */
 export const GROUP_COMMIT_MS = 5;
 
-/** Dumps kept per sandbox. */
-export const KEEP_DUMPS = 50;
+/**
+ * Dumps kept per sandbox, counted apart by trigger: automatic dumps (which a guest can bring
+ * about, by hanging and reconnecting) never push out the ones an operator asked for.
+ */
+export const KEEP_DUMPS = { api: 50, auto: 20 } as const;
 
 /** What bounds the event history; see DEFAULT_RETENTION. */
 export interface Retention {
@@ -258,7 +261,8 @@ export class Store {
         `SELECT ${DUMP_COLUMNS}, text FROM dumps WHERE sandbox_id = ? AND mode = ? AND id < ? AND error IS NULL ORDER BY id DESC LIMIT 1`,
       ),
       pruneDumps: this.db.prepare(
-        `DELETE FROM dumps WHERE sandbox_id = ? AND id <= (SELECT id FROM dumps WHERE sandbox_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+        `DELETE FROM dumps WHERE sandbox_id = @sandboxId AND trigger = @trigger AND id <= (
+           SELECT id FROM dumps WHERE sandbox_id = @sandboxId AND trigger = @trigger ORDER BY id DESC LIMIT 1 OFFSET @keep)`,
       ),
       listSandboxes: this.db.prepare(
         'SELECT id, uds_path AS udsPath, source, generation, created_ms AS createdMs FROM sandboxes ORDER BY id',
@@ -567,14 +571,21 @@ export class Store {
         text,
         analysis: JSON.stringify(d.analysis),
       });
-      this.stmt.pruneDumps.run(d.sandboxId, d.sandboxId, KEEP_DUMPS);
+      this.stmt.pruneDumps.run({ sandboxId: d.sandboxId, trigger: d.trigger, keep: d.trigger === 'api' ? KEEP_DUMPS.api : KEEP_DUMPS.auto });
       return Number(r.lastInsertRowid);
     })();
     return id;
   }
 
-  listDumps(sandboxId: string, limit = KEEP_DUMPS): StoredDump[] {
-    return (this.stmt.listDumps.all(sandboxId, limit) as DumpRow[]).map(fromDumpRow);
+  /**
+   * The sandbox's dumps, newest first, each as `view` makes it. One row at a time: a view that
+   * keeps only a summary never has every parsed analysis (megabytes each, for a big Go dump)
+   * in memory at once.
+   */
+  listDumps<T>(sandboxId: string, view: (d: StoredDump) => T, limit = KEEP_DUMPS.api + KEEP_DUMPS.auto): T[] {
+    const out: T[] = [];
+    for (const row of this.stmt.listDumps.iterate(sandboxId, limit) as IterableIterator<DumpRow>) out.push(view(fromDumpRow(row)));
+    return out;
   }
 
   /** A dump without its text (which stays compressed in the database). */
