@@ -39,6 +39,8 @@ const int = (name: string) => (v: string) => {
   return n;
 };
 
+const mib = (bytes: number) => `${bytes / 1024 ** 2}MiB`;
+
 function client(cmd: Command): CollectorClient {
   const o = cmd.optsWithGlobals<{ collector: string; token?: string }>();
   return new CollectorClient({ url: o.collector, ...(o.token ? { token: o.token } : {}) });
@@ -70,8 +72,8 @@ export function buildProgram(): Command {
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
     // Event history bounds (the oldest events are pruned first).
-    .option('--retain-per-sandbox <size>', 'event history kept per sandbox, e.g. 64MiB', parseSize, DEFAULT_RETENTION.sandboxBytes)
-    .option('--retain-total <size>', 'event history kept across all sandboxes (the largest are cut first)', parseSize, DEFAULT_RETENTION.totalBytes)
+    .addOption(new Option('--retain-per-sandbox <size>', 'event history kept per sandbox').argParser(parseSize).default(DEFAULT_RETENTION.sandboxBytes, mib(DEFAULT_RETENTION.sandboxBytes)))
+    .addOption(new Option('--retain-total <size>', 'event history kept across all sandboxes (the largest are cut first)').argParser(parseSize).default(DEFAULT_RETENTION.totalBytes, mib(DEFAULT_RETENTION.totalBytes)))
     .action(async (o, cmd: Command) => {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
