@@ -328,6 +328,7 @@ describe('GET /v1/sandboxes and /v1/sandboxes/:id', () => {
       target: null,
       listener: null,
       phases: [],
+      morePhases: false,
     });
   });
 
@@ -480,6 +481,7 @@ describe('a probe session seen through the API', () => {
     const kinds = all.json!.events.map((e: Json) => e.kind);
     expect(kinds).toEqual(expect.arrayContaining(['session.open', 'state', 'phase', 'target.sample']));
     expect(all.json!.next).toBe(all.json!.events[all.json!.events.length - 1].id);
+    expect(all.json!.more).toBe(false);
 
     const phases = await call(url, 'GET', '/v1/sandboxes/vm1/events?kind=phase');
     expect(phases.json!.events.map((e: Json) => [e.seq, e.data.name])).toEqual([
@@ -490,10 +492,11 @@ describe('a probe session seen through the API', () => {
     expect(targets.json!.events.map((e: Json) => e.kind)).toEqual(['target.sample']);
     const one = await call(url, 'GET', '/v1/sandboxes/vm1/events?limit=1');
     expect(one.json!.events).toHaveLength(1);
+    expect(one.json!.more).toBe(true);
     const rest = await call(url, 'GET', `/v1/sandboxes/vm1/events?after=${one.json!.next}`);
     expect(rest.json!.events.length).toBe(all.json!.events.length - 1);
     const none = await call(url, 'GET', `/v1/sandboxes/vm1/events?after=${all.json!.next}`);
-    expect(none.json).toEqual({ events: [], next: all.json!.next });
+    expect(none.json).toEqual({ events: [], next: all.json!.next, more: false });
     expect((await call(url, 'GET', '/v1/sandboxes/vm1/events?generation=1&kind=phase')).json!.events).toHaveLength(2);
     expect((await call(url, 'GET', '/v1/sandboxes/vm1/events?generation=2')).json!.events).toEqual([]);
 
@@ -505,7 +508,7 @@ describe('a probe session seen through the API', () => {
       const page = await call(url, 'GET', `/v1/sandboxes/vm1/events?order=desc&limit=2${before}`);
       expect(page.status).toBe(200);
       backwards.push(...page.json!.events.map((e: Json) => e.id));
-      if (page.json!.events.length < 2) break;
+      if (!page.json!.more) break;
       expect(page.json!.next).toBe(page.json!.events[1].id);
       before = `&before=${page.json!.next}`;
     }
@@ -517,7 +520,7 @@ describe('a probe session seen through the API', () => {
     // Both bounds at once, oldest first: what lies strictly between two ids.
     const between = await call(url, 'GET', `/v1/sandboxes/vm1/events?after=${ids[0]}&before=${ids[3]}`);
     expect(between.json!.events.map((e: Json) => e.id)).toEqual(ids.slice(1, 3));
-    expect((await call(url, 'GET', `/v1/sandboxes/vm1/events?order=desc&before=${ids[0]}`)).json).toEqual({ events: [], next: ids[0] });
+    expect((await call(url, 'GET', `/v1/sandboxes/vm1/events?order=desc&before=${ids[0]}`)).json).toEqual({ events: [], next: ids[0], more: false });
   });
 
   it('dates kernel messages by the kernel, so old ones read at start-up raise nothing', async () => {
@@ -568,7 +571,7 @@ describe('a probe session seen through the API', () => {
     }
     const ok = await call(url, 'GET', '/v1/sandboxes/vm1/events?after=0&limit=1000&kind=target.');
     expect(ok.status).toBe(200);
-    expect(ok.json).toEqual({ events: [], next: 0 });
+    expect(ok.json).toEqual({ events: [], next: 0, more: false });
   });
 });
 

@@ -1,9 +1,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Store, type EventRecord, type SessionRecord } from '../src/collector/store.js';
+import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
+import { EVENT_OVERHEAD_BYTES, KEEP_DUMPS, Store, type DumpRecord, type EventRecord, type Retention, type SessionRecord } from '../src/collector/store.js';
 
 const cleanup: Array<() => void> = [];
 afterEach(() => {
@@ -22,8 +24,8 @@ function tmpDir(): string {
   return dir;
 }
 
-function open(dir: string): Store {
-  const s = new Store(dir);
+function open(dir: string, retention?: Partial<Retention>): Store {
+  const s = new Store(dir, retention);
   cleanup.push(() => s.close());
   return s;
 }
@@ -108,14 +110,14 @@ describe('Store.append', () => {
     // Same (sandbox, generation, seq) again violates the unique index.
     const err = await new Promise<Error | null>((resolve) => store.append([ev('sb1', 1, 2), ev('sb1', 1, 1)], resolve));
     expect(err).toBeInstanceOf(Error);
-    expect(store.events('sb1', { limit: 10 }).map((e) => e.seq)).toEqual([1]);
+    expect(store.events('sb1', { limit: 10 }).events.map((e) => e.seq)).toEqual([1]);
   });
 
   it('accepts rows without a callback and host events without seq', async () => {
     const dir = tmpDir();
     const store = open(dir);
     store.append([ev('sb1', 1, null, 'state', { state: 'booting' }), ev('sb1', 1, null, 'state', { state: 'ready' })]);
-    const rows = store.events('sb1', { limit: 10 });
+    const rows = store.events('sb1', { limit: 10 }).events;
     expect(rows.map((r) => [r.seq, r.kind, r.tGuest, r.data])).toEqual([
       [null, 'state', null, { state: 'booting' }],
       [null, 'state', null, { state: 'ready' }],
@@ -141,7 +143,7 @@ describe('Store.events', () => {
 
   it('returns a sandbox\'s events in id order, with their fields', async () => {
     const store = await seeded();
-    const all = store.events('sb1', { limit: 100 });
+    const all = store.events('sb1', { limit: 100 }).events;
     expect(all.map((e) => e.kind)).toEqual(['target.found', 'phase', 'listener.bound', 'state', 'phase', 'target.exit', 'targetx']);
     expect(all.every((e) => e.sandboxId === 'sb1')).toBe(true);
     const ids = all.map((e) => e.id);
@@ -151,55 +153,55 @@ describe('Store.events', () => {
 
   it('filters by after', async () => {
     const store = await seeded();
-    const all = store.events('sb1', { limit: 100 });
+    const all = store.events('sb1', { limit: 100 }).events;
     const after = all[2]!.id;
-    expect(store.events('sb1', { after, limit: 100 }).map((e) => e.id)).toEqual(all.slice(3).map((e) => e.id));
-    expect(store.events('sb1', { after: all[all.length - 1]!.id, limit: 100 })).toEqual([]);
+    expect(store.events('sb1', { after, limit: 100 }).events.map((e) => e.id)).toEqual(all.slice(3).map((e) => e.id));
+    expect(store.events('sb1', { after: all[all.length - 1]!.id, limit: 100 }).events).toEqual([]);
   });
 
   it('filters by exact kind', async () => {
     const store = await seeded();
-    expect(store.events('sb1', { kind: 'phase', limit: 100 }).map((e) => [e.generation, e.seq])).toEqual([
+    expect(store.events('sb1', { kind: 'phase', limit: 100 }).events.map((e) => [e.generation, e.seq])).toEqual([
       [1, 2],
       [2, 1],
     ]);
-    expect(store.events('sb1', { kind: 'target', limit: 100 })).toEqual([]);
+    expect(store.events('sb1', { kind: 'target', limit: 100 }).events).toEqual([]);
   });
 
   it('filters by a kind prefix ending with "."', async () => {
     const store = await seeded();
-    expect(store.events('sb1', { kind: 'target.', limit: 100 }).map((e) => e.kind)).toEqual(['target.found', 'target.exit']);
+    expect(store.events('sb1', { kind: 'target.', limit: 100 }).events.map((e) => e.kind)).toEqual(['target.found', 'target.exit']);
   });
 
   it('treats LIKE wildcards in a prefix literally', async () => {
     const store = open(tmpDir());
     await appendAndWait(store, [ev('s', 1, null, 'a_b.c'), ev('s', 1, null, 'axb.c'), ev('s', 1, null, 'a%.d'), ev('s', 1, null, 'aq.d')]);
-    expect(store.events('s', { kind: 'a_b.', limit: 10 }).map((e) => e.kind)).toEqual(['a_b.c']);
-    expect(store.events('s', { kind: 'a%.', limit: 10 }).map((e) => e.kind)).toEqual(['a%.d']);
+    expect(store.events('s', { kind: 'a_b.', limit: 10 }).events.map((e) => e.kind)).toEqual(['a_b.c']);
+    expect(store.events('s', { kind: 'a%.', limit: 10 }).events.map((e) => e.kind)).toEqual(['a%.d']);
   });
 
   it('filters by generation', async () => {
     const store = await seeded();
-    expect(store.events('sb1', { generation: 2, limit: 100 }).map((e) => e.kind)).toEqual(['phase', 'target.exit', 'targetx']);
-    expect(store.events('sb1', { generation: 2, kind: 'phase', limit: 100 })).toHaveLength(1);
-    expect(store.events('sb1', { generation: 9, limit: 100 })).toEqual([]);
+    expect(store.events('sb1', { generation: 2, limit: 100 }).events.map((e) => e.kind)).toEqual(['phase', 'target.exit', 'targetx']);
+    expect(store.events('sb1', { generation: 2, kind: 'phase', limit: 100 }).events).toHaveLength(1);
+    expect(store.events('sb1', { generation: 9, limit: 100 }).events).toEqual([]);
   });
 
   it('honours limit (oldest first)', async () => {
     const store = await seeded();
-    expect(store.events('sb1', { limit: 2 }).map((e) => e.kind)).toEqual(['target.found', 'phase']);
-    expect(store.events('sb1', { limit: 1, kind: 'phase', generation: 2 }).map((e) => e.seq)).toEqual([1]);
+    expect(store.events('sb1', { limit: 2 }).events.map((e) => e.kind)).toEqual(['target.found', 'phase']);
+    expect(store.events('sb1', { limit: 1, kind: 'phase', generation: 2 }).events.map((e) => e.seq)).toEqual([1]);
   });
 
   it('sees events appended in this turn (events() flushes first)', () => {
     const store = open(tmpDir());
     store.append([ev('sb1', 1, 1)]);
-    expect(store.events('sb1', { limit: 10 })).toHaveLength(1);
+    expect(store.events('sb1', { limit: 10 }).events).toHaveLength(1);
   });
 
   it('lastEventId finds the newest event of a kind', async () => {
     const store = await seeded();
-    const phases = store.events('sb1', { kind: 'phase', limit: 100 });
+    const phases = store.events('sb1', { kind: 'phase', limit: 100 }).events;
     expect(store.lastEventId('sb1', 'phase')).toBe(phases[phases.length - 1]!.id);
     expect(store.lastEventId('sb1', 'nope')).toBe(0);
     expect(store.lastEventId('missing', 'phase')).toBe(0);
@@ -288,31 +290,294 @@ describe('Store sessions and sandboxes', () => {
     store.deleteSandbox('sb1');
     expect(store.listSandboxes().map((s) => s.id)).toEqual(['sb2']);
     expect(store.sessions('sb1')).toEqual([]);
-    expect(store.events('sb1', { limit: 100 })).toEqual([]);
+    expect(store.events('sb1', { limit: 100 }).events).toEqual([]);
     expect(store.sessions('sb2')).toHaveLength(1);
-    expect(store.events('sb2', { limit: 100 })).toHaveLength(1);
+    expect(store.events('sb2', { limit: 100 }).events).toHaveLength(1);
     expect(store.ackFloor('sb1', 'instance-aaaa', 2)).toBe(0);
   });
 });
 
-describe('Store.prune', () => {
-  it('keeps the newest `keep` events of one sandbox', async () => {
-    const store = open(tmpDir());
-    await appendAndWait(store, [...Array.from({ length: 10 }, (_, i) => ev('sb1', 1, i + 1)), ev('sb2', 1, 1), ev('sb2', 1, 2)]);
-    expect(store.prune('sb1', 3)).toBe(7);
-    expect(store.events('sb1', { limit: 100 }).map((e) => e.seq)).toEqual([8, 9, 10]);
-    expect(store.events('sb2', { limit: 100 })).toHaveLength(2);
-    // nothing more to prune
-    expect(store.prune('sb1', 3)).toBe(0);
-    expect(store.prune('sb1', 100)).toBe(0);
-    expect(store.prune('missing', 1)).toBe(0);
+/** What the database holds for one sandbox, by origin: events and bytes as the quota counts them. */
+function held(dir: string, sandboxId: string) {
+  const db = reader(dir);
+  const q = (origin: string) =>
+    db
+      .prepare(`SELECT COUNT(*) AS events, COALESCE(SUM(bytes + ${EVENT_OVERHEAD_BYTES}), 0) AS bytes FROM events WHERE sandbox_id = ? AND seq IS ${origin}`)
+      .get(sandboxId) as { events: number; bytes: number };
+  const out = { guest: q('NOT NULL'), collector: q('NULL') };
+  db.close();
+  return out;
+}
+
+/** Collector events a session leaves (state changes, session edges, a dump record). */
+function collectorEvents(sandboxId: string, n: number): EventRecord[] {
+  return Array.from({ length: n }, (_, i) => ev(sandboxId, 1, null, i % 2 ? 'state' : 'dump', { n: i }));
+}
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+describe('Store retention', () => {
+  it('keeps the newest probe events by count, pruned back to 90% when over', async () => {
+    const dir = tmpDir();
+    const store = open(dir, { guestEvents: 10 });
+    await appendAndWait(store, Array.from({ length: 10 }, (_, i) => ev('sb1', 1, i + 1)));
+    expect(store.events('sb1', { limit: 100 }).events).toHaveLength(10);
+    await appendAndWait(store, [ev('sb1', 1, 11), ev('sb2', 1, 1)]);
+    expect(store.events('sb1', { limit: 100 }).events.map((e) => e.seq)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    expect(store.events('sb2', { limit: 100 }).events).toHaveLength(1);
   });
 
-  it('prunes rows queued in this turn too', () => {
+  it('a flood of tiny probe events never erases the collector events', async () => {
+    // The attack: 21,504 tiny events (84 full batches) against the default bounds. Before
+    // this, pruning kept the newest 20,000 of any kind: 44 state events became 1, dumps 0.
+    const dir = tmpDir();
+    const store = open(dir);
+    await appendAndWait(store, collectorEvents('sb1', 44));
+    let seq = 0;
+    for (let b = 0; b < 84; b++) {
+      await appendAndWait(store, Array.from({ length: 256 }, () => ev('sb1', 1, ++seq, 'phase', { n: seq })));
+    }
+    const h = held(dir, 'sb1');
+    expect(h.collector.events).toBe(44);
+    expect(h.guest.events).toBeLessThanOrEqual(20_000);
+    expect(h.guest.events).toBeGreaterThanOrEqual(18_000);
+    expect(store.events('sb1', { kind: 'dump', limit: 100 }).events).toHaveLength(22);
+    expect(store.events('sb1', { kind: 'state', limit: 100 }).events).toHaveLength(22);
+    // The newest probe events are the ones kept.
+    expect(store.events('sb1', { order: 'desc', kind: 'phase', limit: 1 }).events[0]!.seq).toBe(seq);
+  });
+
+  it('bounds collector events by their own count, without touching probe events', async () => {
+    const dir = tmpDir();
+    const store = open(dir, { collectorEvents: 10 });
+    await appendAndWait(store, [ev('sb1', 1, 1), ev('sb1', 1, 2)]);
+    await appendAndWait(store, collectorEvents('sb1', 11));
+    const h = held(dir, 'sb1');
+    expect(h.collector.events).toBe(9);
+    expect(h.guest.events).toBe(2);
+    // The oldest two went.
+    expect(store.events('sb1', { kind: 'dump', limit: 100 }).events.map((e) => (e.data as { n: number }).n)).toEqual([2, 4, 6, 8, 10]);
+  });
+
+  it('big probe events hit the byte quota: the oldest are pruned by bytes, collector events stay', async () => {
+    const dir = tmpDir();
+    const store = open(dir, { sandboxBytes: 4 * MiB });
+    await appendAndWait(store, collectorEvents('sb1', 5));
+    const big = 'x'.repeat(100 * KiB);
+    let seq = 0;
+    // 20 MB in 200 events, each well within the event cap: only the byte quota can stop it.
+    for (let b = 0; b < 20; b++) {
+      await appendAndWait(store, Array.from({ length: 10 }, () => ev('sb1', 1, ++seq, 'log.lines', { stream: 'stderr', lines: [big] })));
+      const h = held(dir, 'sb1');
+      expect(h.guest.bytes + h.collector.bytes).toBeLessThanOrEqual(4 * MiB);
+    }
+    const h = held(dir, 'sb1');
+    expect(h.collector.events).toBe(5);
+    expect(h.guest.bytes + h.collector.bytes).toBeGreaterThan(3 * MiB);
+    const kept = store.events('sb1', { kind: 'log.lines', limit: 1000 }).events.map((e) => e.seq!);
+    // Oldest first out: what is left is the newest, without holes.
+    expect(kept[kept.length - 1]).toBe(seq);
+    expect(kept).toEqual(Array.from({ length: kept.length }, (_, i) => seq - kept.length + 1 + i));
+  });
+
+  it('holds collector events to their share of the byte quota', async () => {
+    const dir = tmpDir();
+    const store = open(dir, { sandboxBytes: 8 * MiB }); // share: 1 MiB
+    await appendAndWait(store, [ev('sb1', 1, 1)]);
+    const reason = 'r'.repeat(100 * KiB);
+    await appendAndWait(store, Array.from({ length: 15 }, (_, i) => ev('sb1', 1, null, 'state', { i, reason })));
+    const h = held(dir, 'sb1');
+    expect(h.collector.bytes).toBeLessThanOrEqual(1 * MiB);
+    expect(h.collector.events).toBeGreaterThan(5);
+    expect(h.guest.events).toBe(1);
+  });
+
+  it('keeps the total under its cap by cutting the largest sandboxes first', async () => {
+    const dir = tmpDir();
+    const store = open(dir, { totalBytes: 3 * MiB });
+    const small = Array.from({ length: 20 }, (_, i) => ev('small', 1, i + 1, 'log.lines', { lines: ['s'.repeat(10 * KiB)] }));
+    await appendAndWait(store, small);
+    const big = 'x'.repeat(100 * KiB);
+    let seq = 0;
+    for (let b = 0; b < 10; b++) {
+      await appendAndWait(store, Array.from({ length: 10 }, () => ev('flood', 1, ++seq, 'log.lines', { lines: [big] })));
+    }
+    const f = held(dir, 'flood');
+    const s = held(dir, 'small');
+    expect(f.guest.bytes + f.collector.bytes + s.guest.bytes + s.collector.bytes).toBeLessThanOrEqual(3 * MiB);
+    expect(s.guest.events).toBe(20);
+    expect(f.guest.events).toBeGreaterThan(10);
+  });
+
+  it('remembers what each sandbox holds across a restart, and applies lowered bounds at open', async () => {
+    const dir = tmpDir();
+    const first = new Store(dir);
+    await appendAndWait(first, Array.from({ length: 30 }, (_, i) => ev('sb1', 1, i + 1, 'log.lines', { lines: ['y'.repeat(50 * KiB)] })));
+    await appendAndWait(first, collectorEvents('sb1', 3));
+    first.close();
+    // 1.5 MB held; reopened with a 1 MiB quota, it is cut before any new event arrives.
+    const second = open(dir, { sandboxBytes: 1 * MiB });
+    const h = held(dir, 'sb1');
+    expect(h.guest.bytes + h.collector.bytes).toBeLessThanOrEqual(1 * MiB);
+    expect(h.collector.events).toBe(3);
+    expect(second.events('sb1', { order: 'desc', limit: 1, kind: 'log.lines' }).events[0]!.seq).toBe(30);
+  });
+
+  it('counts nothing of a commit that failed', async () => {
+    const dir = tmpDir();
+    const store = open(dir, { guestEvents: 10 });
+    await appendAndWait(store, Array.from({ length: 9 }, (_, i) => ev('sb1', 1, i + 1)));
+    // A duplicate seq fails the whole batch: its five rows were never stored...
+    const err = await new Promise<Error | null>((resolve) => store.append([ev('sb1', 1, 10), ev('sb1', 1, 11), ev('sb1', 1, 12), ev('sb1', 1, 13), ev('sb1', 1, 1)], resolve));
+    expect(err).toBeInstanceOf(Error);
+    // ...so one more is the tenth, within the bound: nothing is pruned.
+    await appendAndWait(store, [ev('sb1', 1, 10)]);
+    expect(store.events('sb1', { limit: 100 }).events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  });
+
+  it('drops the usage of a deleted sandbox', async () => {
+    const dir = tmpDir();
+    const store = open(dir, { totalBytes: 2 * MiB });
+    const rows = (id: string, n: number) => Array.from({ length: n }, (_, i) => ev(id, 1, i + 1, 'log.lines', { lines: ['z'.repeat(100 * KiB)] }));
+    await appendAndWait(store, rows('gone', 15));
+    store.deleteSandbox('gone');
+    // 1.5 MB in a new sandbox fits the 2 MiB total once the deleted one no longer counts.
+    await appendAndWait(store, rows('new', 15));
+    expect(held(dir, 'new').guest.events).toBe(15);
+  });
+
+  it('gives the events of a database from before byte quotas their size', async () => {
+    const dir = tmpDir();
+    const old = new Database(path.join(dir, 'vsockdiag.db'));
+    old.exec(`CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, sandbox_id TEXT NOT NULL, generation INTEGER NOT NULL,
+      seq INTEGER, kind TEXT NOT NULL, t_guest REAL, t_host INTEGER NOT NULL, data TEXT NOT NULL)`);
+    const insert = old.prepare('INSERT INTO events (sandbox_id, generation, seq, kind, t_guest, t_host, data) VALUES (?, 1, ?, ?, 0, 0, ?)');
+    for (let i = 1; i <= 20; i++) insert.run('sb1', i, 'log.lines', JSON.stringify({ lines: ['o'.repeat(100 * KiB)] }));
+    insert.run('sb1', null, 'state', JSON.stringify({ state: 'ready' }));
+    old.close();
+    const store = open(dir, { sandboxBytes: 1 * MiB });
+    const h = held(dir, 'sb1');
+    expect(h.guest.bytes).toBeGreaterThan(500 * KiB);
+    expect(h.guest.bytes + h.collector.bytes).toBeLessThanOrEqual(1 * MiB);
+    expect(h.collector.events).toBe(1);
+    expect(store.events('sb1', { order: 'desc', limit: 1 }).events[0]!.kind).toBe('state');
+  });
+});
+
+describe('event size cap', () => {
+  it('stores an oversize event cut, saying what was lost, and the caller sees the same', async () => {
+    const dir = tmpDir();
+    const store = open(dir);
+    const lines = Array.from({ length: 200 }, (_, i) => `${i}:`.padEnd(2048, '\u0001')); // escapes to ~12 KB a line
+    const row = ev('sb1', 1, 1, 'log.lines', { stream: 'stderr', lines, dropped: 3 });
+    const notice0 = { level: 'warn', message: 'm'.repeat(MAX_EVENT_DATA_BYTES) };
+    await appendAndWait(store, [row, ev('sb1', 1, 2, 'probe.notice', notice0)]);
+    const [logs, notice] = store.events('sb1', { limit: 10 }).events as Array<{ data: Record<string, any> }>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    // The leading lines that fit are kept, in order; the note says how many there were.
+    expect(logs!.data.stream).toBe('stderr');
+    expect(logs!.data.dropped).toBe(3);
+    expect(logs!.data.lines.length).toBeGreaterThan(10);
+    expect(logs!.data.lines.length).toBeLessThan(200);
+    expect(logs!.data.lines).toEqual(lines.slice(0, logs!.data.lines.length));
+    expect(logs!.data.truncated).toEqual({ bytes: expect.any(Number), limit: MAX_EVENT_DATA_BYTES, cut: { lines: 200 } });
+    expect(logs!.data.truncated.bytes).toBeGreaterThan(2 * MiB);
+    // A field that cannot be cut is left out, and named.
+    expect(notice!.data).toEqual({ level: 'warn', truncated: { bytes: Buffer.byteLength(JSON.stringify(notice0)), limit: MAX_EVENT_DATA_BYTES, omitted: ['message'] } });
+    // The row handed in now holds what was stored (the live stream shows the same).
+    expect(row.data).toEqual(logs!.data);
+    const db = reader(dir);
+    const sizes = db.prepare('SELECT bytes, length(CAST(data AS BLOB)) AS actual FROM events').all() as Array<{ bytes: number; actual: number }>;
+    for (const s of sizes) {
+      expect(s.bytes).toBe(s.actual);
+      expect(s.bytes).toBeLessThanOrEqual(MAX_EVENT_DATA_BYTES);
+    }
+  });
+
+  it('leaves events within the cap as they are', async () => {
     const store = open(tmpDir());
-    store.append(Array.from({ length: 5 }, (_, i) => ev('sb1', 1, i + 1)));
-    expect(store.prune('sb1', 2)).toBe(3);
-    expect(store.events('sb1', { limit: 100 }).map((e) => e.seq)).toEqual([4, 5]);
+    const data = { stream: 'stdout', lines: Array.from({ length: 200 }, () => 'l'.repeat(2048)) };
+    await appendAndWait(store, [ev('sb1', 1, 1, 'log.lines', data)]);
+    expect(store.events('sb1', { limit: 1 }).events[0]!.data).toEqual(data);
+  });
+});
+
+describe('Store.events by bytes', () => {
+  it('stops a page at maxBytes, says there is more, and paging either way returns everything', async () => {
+    const store = open(tmpDir());
+    const payload = 'p'.repeat(100 * KiB);
+    await appendAndWait(store, Array.from({ length: 25 }, (_, i) => ev('sb1', 1, i + 1, 'log.lines', { lines: [payload] })));
+    const all: number[] = [];
+    for (let after = 0; ; ) {
+      const page = store.events('sb1', { after, limit: 1000, maxBytes: 1 * MiB });
+      expect(page.events.length).toBeLessThanOrEqual(10);
+      all.push(...page.events.map((e) => e.seq!));
+      if (!page.more) break;
+      after = page.events[page.events.length - 1]!.id;
+    }
+    expect(all).toEqual(Array.from({ length: 25 }, (_, i) => i + 1));
+    const back: number[] = [];
+    for (let before: number | undefined; ; ) {
+      const page = store.events('sb1', { limit: 1000, maxBytes: 1 * MiB, order: 'desc', ...(before ? { before } : {}) });
+      back.push(...page.events.map((e) => e.seq!));
+      if (!page.more) break;
+      before = page.events[page.events.length - 1]!.id;
+    }
+    expect(back).toEqual([...all].reverse());
+  });
+
+  it('returns the first event whatever its size, and says more only when there is more', async () => {
+    const store = open(tmpDir());
+    await appendAndWait(store, [ev('sb1', 1, 1, 'log.lines', { lines: ['q'.repeat(200 * KiB)] }), ev('sb1', 1, 2)]);
+    const first = store.events('sb1', { limit: 10, maxBytes: 1000 });
+    expect(first.events.map((e) => e.seq)).toEqual([1]);
+    expect(first.more).toBe(true);
+    expect(store.events('sb1', { limit: 2 }).more).toBe(false);
+    expect(store.events('sb1', { limit: 1 }).more).toBe(true);
+    expect(store.events('sb1', { after: first.events[0]!.id, limit: 1, maxBytes: 1000 })).toMatchObject({ more: false, events: [{ seq: 2 }] });
+  });
+});
+
+describe('Store dumps retention', () => {
+  function dump(trigger: 'api' | 'auto', n: number): DumpRecord {
+    return {
+      sandboxId: 'sb1',
+      generation: n,
+      mode: 'threads',
+      source: 'proc',
+      trigger,
+      complete: true,
+      error: null,
+      note: null,
+      pid: 42,
+      createdMs: n,
+      gz: zlib.gzipSync(`dump ${n}`),
+      bytes: `dump ${n}`.length,
+      analysis: { kind: 'unknown' },
+    };
+  }
+
+  it('a storm of automatic dumps never pushes out the ones an operator asked for', () => {
+    const store = open(tmpDir());
+    const api = [1, 2, 3].map((n) => store.saveDump(dump('api', n)));
+    // Each reconnect of a hanging guest was a new episode, hence a new automatic dump.
+    for (let n = 10; n < 10 + 3 * KEEP_DUMPS.auto; n++) store.saveDump(dump('auto', n));
+    const listed = store.listDumps('sb1', (d) => ({ id: d.id, trigger: d.trigger, generation: d.generation }));
+    expect(listed.filter((d) => d.trigger === 'api').map((d) => d.id)).toEqual([...api].reverse());
+    const autos = listed.filter((d) => d.trigger === 'auto');
+    expect(autos).toHaveLength(KEEP_DUMPS.auto);
+    expect(autos[0]!.generation).toBe(10 + 3 * KEEP_DUMPS.auto - 1);
+    expect(zlib.gunzipSync(store.getDump('sb1', api[0]!)!.gz).toString()).toBe('dump 1');
+  });
+
+  it('keeps the newest KEEP_DUMPS.api operator dumps', () => {
+    const store = open(tmpDir());
+    for (let n = 1; n <= KEEP_DUMPS.api + 5; n++) store.saveDump(dump('api', n));
+    store.saveDump(dump('auto', 999));
+    const listed = store.listDumps('sb1', (d) => d.generation);
+    expect(listed).toHaveLength(KEEP_DUMPS.api + 1);
+    expect(listed[0]).toBe(999);
+    expect(listed[listed.length - 1]).toBe(6);
   });
 });
 
@@ -333,7 +598,7 @@ describe('Store persistence', () => {
 
     const second = open(dir);
     expect(second.listSandboxes()).toEqual([{ id: 'sb1', udsPath: '/run/fc/sb1.sock', source: 'api', generation: 1, createdMs: 5 }]);
-    expect(second.events('sb1', { limit: 10 }).map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect(second.events('sb1', { limit: 10 }).events.map((e) => e.seq)).toEqual([1, 2, 3]);
     expect(second.sessions('sb1')).toHaveLength(1);
     expect(second.ackFloor('sb1', 'instance-aaaa', 2)).toBe(3);
   });

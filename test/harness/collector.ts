@@ -128,12 +128,12 @@ export async function allEvents(c: CollectorProcess, id: string, kind?: string):
   const out: any[] = [];
   let after = 0;
   for (;;) {
-    const r = await c.api<{ events: any[]; next: number }>(
+    const r = await c.api<{ events: any[]; next: number; more: boolean }>(
       'GET',
       `/v1/sandboxes/${id}/events?after=${after}&limit=1000${kind ? `&kind=${kind}` : ''}`,
     );
     out.push(...r.body.events);
-    if (r.body.events.length < 1000) return out;
+    if (!r.body.more) return out;
     after = r.body.next;
   }
 }

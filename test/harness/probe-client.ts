@@ -25,6 +25,8 @@ export interface ProbeClientOptions {
   sinceBootMs?: () => number;
   /** Send heartbeats this often (the collector closes a session silent for 5 s). */
   heartbeatMs?: number;
+  /** Called on each message from the collector (to answer its commands, say). */
+  onMessage?: (m: CollectorMessage, client: ProbeClient) => void;
 }
 
 export class ProbeClient {
@@ -58,6 +60,7 @@ export class ProbeClient {
       this.received.push(m);
       if (m.type === 'welcome') this.welcomeAck = this.acked = m.ack;
       if (m.type === 'ack') this.acked = Math.max(this.acked, m.seq);
+      this.opts.onMessage?.(m, this);
       for (const w of this.waiters.splice(0)) w();
     });
     socket.on('data', (d: Buffer) => decoder.push(d));

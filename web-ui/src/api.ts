@@ -52,6 +52,13 @@ export interface SandboxEvent {
   data: Record<string, unknown>;
 }
 
+/** GET …/events: `more` says a page follows after `next` (a page can be short and still have one). */
+interface EventPage {
+  events: SandboxEvent[];
+  next: number;
+  more: boolean;
+}
+
 export const DUMP_MODES = ['threads', 'goroutines', 'native'] as const;
 export type DumpMode = (typeof DUMP_MODES)[number];
 
@@ -186,9 +193,9 @@ export async function loadRecent(
     const limit = Math.min(1000, opts.count - out.length);
     const q = new URLSearchParams({ order: 'desc', kind: opts.kind, limit: String(limit) });
     if (before !== null) q.set('before', String(before));
-    const r = await getJson<{ events: SandboxEvent[]; next: number }>(`${sandboxPath(id)}/events?${q}`, opts.signal);
+    const r = await getJson<EventPage>(`${sandboxPath(id)}/events?${q}`, opts.signal);
     out.push(...r.events);
-    if (r.events.length < limit) break;
+    if (!r.more) break;
     before = r.next;
   }
   return out.reverse();
@@ -204,10 +211,10 @@ export async function loadEvents(
   let out: SandboxEvent[] = [];
   for (let page = 0; page < maxPages; page++) {
     const q = new URLSearchParams({ after: String(after), limit: '1000' });
-    const r = await getJson<{ events: SandboxEvent[]; next: number }>(`${sandboxPath(id)}/events?${q}`, opts.signal);
+    const r = await getJson<EventPage>(`${sandboxPath(id)}/events?${q}`, opts.signal);
     out = out.concat(r.events);
     after = r.next;
-    if (r.events.length < 1000) break;
+    if (!r.more) break;
   }
   return { events: out, next: after };
 }

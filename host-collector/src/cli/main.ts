@@ -12,10 +12,12 @@ import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js'
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
 import { createLogger } from '../collector/logger.js';
+import { DEFAULT_RETENTION } from '../collector/store.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
 import { analysisOf, type detail, type dumpBrief, type dumpDetail, type eventRecord } from '../http/present.js';
 import { ClientError, CollectorClient } from './client.js';
 import { colorState, sinceText, table, type SandboxSummary } from './format.js';
+import { parseSize } from './size.js';
 
 // What the API answers, typed by the collector's own presenters (http/present.ts).
 type StatusBody = ReturnType<typeof detail>;
@@ -50,6 +52,8 @@ function groupId(v: string): number {
   return gid;
 }
 
+const mib = (bytes: number) => `${bytes / 1024 ** 2}MiB`;
+
 function client(cmd: Command): CollectorClient {
   const o = cmd.optsWithGlobals<{ collector: string; token?: string }>();
   return new CollectorClient({ url: o.collector, ...(o.token ? { token: o.token } : {}) });
@@ -83,6 +87,9 @@ export function buildProgram(): Command {
     .option('--uds-root <dir>', 'accept only udsPaths inside this folder (repeatable)', (v: string, all: string[] = []) => [...all, v])
     .option('--socket-group <group>', "give the vsock sockets this group, mode 0660 (a jailed Firecracker's group); default 0600", groupId)
     .option('--dump-analysis-limit <d>', 'how long parsing one dump (or a diff) may take; a dump over it is kept unparsed', parseDuration, DUMP_ANALYSIS_TIME_LIMIT_MS)
+    // Event history bounds (the oldest events are pruned first).
+    .addOption(new Option('--retain-per-sandbox <size>', 'event history kept per sandbox').argParser(parseSize).default(DEFAULT_RETENTION.sandboxBytes, mib(DEFAULT_RETENTION.sandboxBytes)))
+    .addOption(new Option('--retain-total <size>', 'event history kept across all sandboxes (the largest are cut first)').argParser(parseSize).default(DEFAULT_RETENTION.totalBytes, mib(DEFAULT_RETENTION.totalBytes)))
     .action(async (o, cmd: Command) => {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
@@ -99,6 +106,7 @@ export function buildProgram(): Command {
           stormThreshold: o.stormThreshold,
           onStuck: o.onStuck,
           dumpAnalysisLimitMs: o.dumpAnalysisLimit,
+          retention: { sandboxBytes: o.retainPerSandbox, totalBytes: o.retainTotal },
           dashboardDir: dashboardDir(),
           ...(o.discover ? { discover: o.discover } : {}),
           ...(token ? { token } : {}),
@@ -260,9 +268,9 @@ export function buildProgram(): Command {
       const recent: TailEvent[] = [];
       for (let before = ''; recent.length < o.lines; ) {
         const limit = Math.min(1000, o.lines - recent.length);
-        const r = await c.request<{ events: TailEvent[]; next: number }>('GET', `${path}/events?order=desc&limit=${limit}${before}`);
+        const r = await c.request<{ events: TailEvent[]; next: number; more: boolean }>('GET', `${path}/events?order=desc&limit=${limit}${before}`);
         recent.push(...r.body.events);
-        if (r.body.events.length < limit) break;
+        if (!r.body.more) break;
         before = `&before=${r.body.next}`;
       }
       recent.reverse();

@@ -12,7 +12,7 @@ import { DumpAnalyzer } from './dump-analyzer.js';
 import { DumpService, type OnStuck } from './dump-service.js';
 import type { Logger } from './logger.js';
 import { Registry } from './registry.js';
-import { Store } from './store.js';
+import { Store, type Retention } from './store.js';
 
 export interface CollectorOptions {
   http: string;
@@ -32,10 +32,11 @@ export interface CollectorOptions {
   udsRoots?: string[];
   /** Group for the vsock sockets (--socket-group), so a jailed Firecracker can connect. */
   socketGid?: number;
-  /** Events kept per sandbox; older ones are pruned every minute. */
-  retainEvents?: number;
   /** How long one dump's analysis, or one diff, may take in the dump worker (DUMP_ANALYSIS_TIME_LIMIT_MS). */
   dumpAnalysisLimitMs?: number;
+  /** Bounds on the event history (per sandbox, by count and bytes, and in total); the
+   *  oldest events are pruned as new ones are committed. Defaults: DEFAULT_RETENTION. */
+  retention?: Partial<Retention>;
 }
 
 export const DEFAULT_COLLECTOR_OPTIONS = {
@@ -46,8 +47,6 @@ export const DEFAULT_COLLECTOR_OPTIONS = {
   stallAfterMs: DEFAULTS.stallAfterMs,
   startDeadlineMs: DEFAULTS.startDeadlineMs,
 };
-
-const PRUNE_INTERVAL_MS = 60_000;
 
 /** "127.0.0.1:7070", "tcp:127.0.0.1:7070" or "[::1]:7070" → host and port. */
 export function parseHttpAddress(text: string): { host: string; port: number } {
@@ -63,7 +62,6 @@ export class Collector {
   readonly dumps: DumpService;
   private readonly analyzer: DumpAnalyzer;
   private discovery: Discovery | null = null;
-  private pruneTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly opts: CollectorOptions,
@@ -73,7 +71,7 @@ export class Collector {
     if (!isLoopbackName(host) && !opts.token) {
       throw new Error(`refusing to serve the API on non-loopback ${host} without --token`);
     }
-    this.store = new Store(opts.dataDir);
+    this.store = new Store(opts.dataDir, opts.retention);
     this.registry = new Registry(
       this.store,
       {
@@ -118,11 +116,6 @@ export class Collector {
     const { host, port } = parseHttpAddress(this.opts.http);
     await this.http.listen({ host, port });
     const addr = this.http.server.address() as net.AddressInfo;
-    const keep = this.opts.retainEvents ?? 20_000;
-    this.pruneTimer = setInterval(() => {
-      for (const id of this.registry.sandboxes.keys()) this.store.prune(id, keep);
-    }, PRUNE_INTERVAL_MS);
-    this.pruneTimer.unref();
     const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
     this.log.info({ url, sandboxes: this.registry.sandboxes.size }, 'collector ready');
     return url;
@@ -130,7 +123,6 @@ export class Collector {
 
   async stop(): Promise<void> {
     this.discovery?.stop();
-    if (this.pruneTimer) clearInterval(this.pruneTimer);
     await this.http.close();
     await this.registry.closeAll();
     await this.analyzer.close();

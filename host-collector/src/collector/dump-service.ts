@@ -6,6 +6,8 @@
 // Automatic dumps: on entering `stuck`, a threads dump (and a pprof goroutine dump when
 // the probe has a pprof URL); with --on-stuck=quit also the destructive SIGQUIT dump, so the
 // supervisor restarts envd with the evidence kept. Each is linked from the history.
+// A guest can bring about any number of stuck episodes (each reconnect is a new generation),
+// so automatic sets are rate-limited per sandbox; a set not taken is recorded as skipped.
 
 import { DUMP_MODES, MAX_DUMP_BYTES, type DumpMode } from '@vsockdiag/proto';
 import { topGroup } from '../dumps/analyze.js';
@@ -25,6 +27,20 @@ export type OnStuck = 'threads' | 'quit';
 /** How long a dump whose session died waits for the probe to reconnect. */
 const RECONNECT_WAIT_MS = 3000;
 
+/** At most AUTO_DUMP_SETS automatic dump sets per sandbox in any AUTO_DUMP_WINDOW_MS, however
+ *  many stuck episodes (reconnects, restarts of the target) fall in it. */
+export const AUTO_DUMP_SETS = 3;
+export const AUTO_DUMP_WINDOW_MS = 10 * 60_000;
+
+/** One sandbox's automatic dumps: the episode last dumped, and when recent sets started. */
+interface AutoHistory {
+  episode: string;
+  /** Start times of the sets taken in the last window, oldest first. */
+  taken: number[];
+  /** Until when the skip is already recorded (one record per pause, not one per episode). */
+  skipNotedUntil: number;
+}
+
 export interface DumpRequest {
   mode: DumpMode;
   destructive: boolean;
@@ -41,8 +57,7 @@ export class DumpError extends Error {
 }
 
 export class DumpService {
-  /** Sandbox id → generation of its last automatic dumps (one set per stuck episode). */
-  private autoDone = new Map<string, string>();
+  private auto = new Map<string, AutoHistory>();
 
   constructor(
     private readonly store: Store,
@@ -53,6 +68,7 @@ export class DumpService {
     registry.on('state', (c: StateChange) => {
       if (c.state === 'stuck') void this.autoDumps(c.id);
     });
+    registry.on('removed', (id: string) => this.auto.delete(id));
   }
 
   async take(sb: Sandbox, req: DumpRequest): Promise<StoredDump> {
@@ -150,15 +166,32 @@ export class DumpService {
     return this.store.dumpInfo(sb.id, id)!;
   }
 
+  /** One set per stuck episode (generation and target pid), within the rate limit. */
   private async autoDumps(id: string): Promise<void> {
     const sb = this.registry.get(id);
     if (!sb?.status?.target) return;
     const episode = `${sb.generation}:${sb.status.target.pid}`;
-    if (this.autoDone.get(id) === episode) return;
-    this.autoDone.set(id, episode);
+    const now = Date.now();
+    let h = this.auto.get(id);
+    if (!h) this.auto.set(id, (h = { episode: '', taken: [], skipNotedUntil: 0 }));
+    if (h.episode === episode) return;
+    h.episode = episode;
+    while (h.taken.length > 0 && h.taken[0]! <= now - AUTO_DUMP_WINDOW_MS) h.taken.shift();
     const wants: DumpRequest[] = [{ mode: 'threads', destructive: false, trigger: 'auto' }];
     if (sb.probe?.pprof) wants.push({ mode: 'goroutines', destructive: false, trigger: 'auto' });
     else if (this.opts.onStuck === 'quit') wants.push({ mode: 'goroutines', destructive: true, trigger: 'auto' });
+    if (h.taken.length >= AUTO_DUMP_SETS) {
+      const until = h.taken[0]! + AUTO_DUMP_WINDOW_MS;
+      this.log.info({ sandbox: id, episode }, 'automatic dumps skipped (rate limit)');
+      if (h.skipNotedUntil < until) {
+        // Once per pause: the record says until when, so it covers the episodes after it too.
+        h.skipNotedUntil = until;
+        const error = `skipped: ${AUTO_DUMP_SETS} automatic dump sets in the last ${AUTO_DUMP_WINDOW_MS / 60_000} minutes; none until ${new Date(until).toISOString()}`;
+        for (const req of wants) sb.recordDump({ mode: req.mode, trigger: 'auto', complete: false, error });
+      }
+      return;
+    }
+    h.taken.push(now);
     for (const req of wants) {
       try {
         await this.take(sb, req);

@@ -53,7 +53,8 @@ export function phaseRecords(events: StoredEvent[]): PhaseRecord[] {
   }));
 }
 
-export function detail(sb: Sandbox, phases: PhaseRecord[], now = Date.now()) {
+/** `morePhases`: the target has more phases than `phases` lists (read them as events?kind=phase). */
+export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, now = Date.now()) {
   const status = sb.status;
   const guestToIso = (t: number | undefined) => (t === undefined ? null : new Date(Math.round(sb.clock.toHost(t))).toISOString());
   return {
@@ -78,6 +79,7 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], now = Date.now()) {
     kernel: sb.kernel.map((k) => ({ ...k, at: new Date(k.at).toISOString() })),
     threads: sb.threads.slice(-60).map((t) => ({ at: new Date(t.at).toISOString(), n: t.n })),
     phases,
+    morePhases,
     dumps: sb.recentDumps.map((d) => ({ ...d, at: new Date(d.at).toISOString() })),
     counters: sb.counters,
   };

@@ -46,7 +46,7 @@ export async function dumpRoutes(
 
   app.get('/v1/sandboxes/:id/dumps', async (req) => {
     const sb = sandbox((req.params as { id: string }).id);
-    return { dumps: store.listDumps(sb.id).map(dumpBrief) };
+    return { dumps: store.listDumps(sb.id, dumpBrief) };
   });
 
   app.get('/v1/sandboxes/:id/dumps/:dumpId', async (req) => {

@@ -10,6 +10,12 @@ import { detail, eventRecord, phaseRecords, summary, verdictOf } from '../presen
 
 export const MAX_READINESS_WAIT_MS = 120_000;
 export const MAX_EVENTS_LIMIT = 1000;
+/** A page of events stops before it passes this many bytes (of stored event data; see
+ *  Store.events), however many `limit` allowed: `more` then says to ask for the rest. */
+export const MAX_EVENTS_RESPONSE_BYTES = 4 * 1024 * 1024;
+/** The phases a sandbox's detail lists: at most this many, and bytes. */
+const MAX_DETAIL_PHASES = 500;
+const MAX_DETAIL_PHASE_BYTES = 1024 * 1024;
 /** Readiness stops waiting in these states: the answer will not improve by itself soon. */
 const SETTLED: ReadonlySet<SandboxState> = new Set(['ready', 'stuck', 'exited']);
 
@@ -61,7 +67,8 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
   app.get('/v1/sandboxes/:id', async (req) => {
     const sb = find((req.params as { id: string }).id);
     const after = store.lastEventId(sb.id, 'target.found');
-    return detail(sb, phaseRecords(store.events(sb.id, { kind: 'phase', after, limit: 500 })));
+    const phases = store.events(sb.id, { kind: 'phase', after, limit: MAX_DETAIL_PHASES, maxBytes: MAX_DETAIL_PHASE_BYTES });
+    return detail(sb, phaseRecords(phases.events), phases.more);
   });
 
   app.get('/v1/sandboxes/:id/readiness', async (req, reply) => {
@@ -92,7 +99,9 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
   });
 
   // Oldest first from `after` (the default), or newest first below `before` with order=desc:
-  // either way `next` is the cursor for the following page (the last id returned).
+  // either way `next` is the cursor for the following page (the last id returned), and
+  // `more` says whether there is one. A page may hold fewer than `limit` events and still
+  // have more after it (MAX_EVENTS_RESPONSE_BYTES): page on `more`, not on the count.
   app.get('/v1/sandboxes/:id/events', async (req) => {
     const sb = find((req.params as { id: string }).id);
     const q = req.query as { after?: string; before?: string; order?: string; kind?: string; limit?: string; generation?: string };
@@ -103,17 +112,17 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
     const limit = intParam(q.limit, 'limit', 1, MAX_EVENTS_LIMIT, 100);
     const generation = q.generation === undefined ? undefined : intParam(q.generation, 'generation', 0, 2 ** 31, 0);
     if (q.kind !== undefined && !/^[a-z.]{1,64}$/.test(q.kind)) throw new ApiError('BAD_REQUEST', 'kind must be like "phase" or "target."');
-    const events = store
-      .events(sb.id, {
-        after,
-        limit,
-        ...(before !== undefined ? { before } : {}),
-        ...(desc ? { order: 'desc' as const } : {}),
-        ...(q.kind ? { kind: q.kind } : {}),
-        ...(generation !== undefined ? { generation } : {}),
-      })
-      .map((e) => ({ id: e.id, ...eventRecord(e) }));
+    const page = store.events(sb.id, {
+      after,
+      limit,
+      maxBytes: MAX_EVENTS_RESPONSE_BYTES,
+      ...(before !== undefined ? { before } : {}),
+      ...(desc ? { order: 'desc' as const } : {}),
+      ...(q.kind ? { kind: q.kind } : {}),
+      ...(generation !== undefined ? { generation } : {}),
+    });
+    const events = page.events.map((e) => ({ id: e.id, ...eventRecord(e) }));
     const last = events[events.length - 1];
-    return { events, next: last ? last.id : desc ? (before ?? 0) : after };
+    return { events, next: last ? last.id : desc ? (before ?? 0) : after, more: page.more };
   });
 }

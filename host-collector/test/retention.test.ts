@@ -1,0 +1,270 @@
+// A guest is untrusted, and so is how much it sends: these tests make the attacks on the
+// collector's storage and reads through a real session, and check that they cost the guest
+// only its own history, never the collector's record of it, nor an operator's dumps.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { initialStatus, type CollectorMessage, type EventBody, type Hello } from '@vsockdiag/proto';
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ProbeClient } from '../../test/harness/probe-client.js';
+import { Collector, type CollectorOptions } from '../src/collector/collector.js';
+import { AUTO_DUMP_SETS } from '../src/collector/dump-service.js';
+import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
+import { MAX_EVENTS_RESPONSE_BYTES } from '../src/http/routes/sandboxes.js';
+
+const log = pino({ level: 'silent' });
+const MiB = 1024 * 1024;
+
+let tmp: string;
+const running: Collector[] = [];
+const probes: ProbeClient[] = [];
+
+beforeEach(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-retention-'));
+});
+
+afterEach(async () => {
+  for (const p of probes.splice(0)) p.close();
+  for (const c of running.splice(0)) await c.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function start(over: Partial<CollectorOptions> = {}): Promise<{ url: string; socket: string }> {
+  fs.mkdirSync(path.join(tmp, 'ui'), { recursive: true });
+  const collector = new Collector(
+    {
+      http: '127.0.0.1:0',
+      dataDir: path.join(tmp, 'data'),
+      vsockPort: 52000,
+      probePort: 52001,
+      stallAfterMs: 5000,
+      startDeadlineMs: 30_000,
+      dashboardDir: path.join(tmp, 'ui'),
+      ...over,
+    },
+    log,
+  );
+  running.push(collector);
+  const url = await collector.start();
+  const udsPath = path.join(tmp, 'vm.sock');
+  const r = await fetch(`${url}/v1/sandboxes/vm`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath }) });
+  expect(r.status).toBe(201);
+  return { url, socket: `${udsPath}_52000` };
+}
+
+async function get(url: string, route: string): Promise<{ json: Json; bytes: number }> {
+  const res = await fetch(url + route);
+  expect(res.status).toBe(200);
+  const text = await res.text();
+  return { json: JSON.parse(text) as Json, bytes: Buffer.byteLength(text) };
+}
+
+/** Every event matching `query`, paged on `more`. */
+async function allEvents(url: string, query = ''): Promise<Json[]> {
+  const out: Json[] = [];
+  for (let after = 0; ; ) {
+    const page = (await get(url, `/v1/sandboxes/vm/events?limit=1000&after=${after}${query}`)).json;
+    out.push(...page.events);
+    if (!page.more) return out;
+    after = page.next;
+  }
+}
+
+function connectProbe(socket: string, over: { generation?: number; status?: Hello['status']; onMessage?: (m: CollectorMessage, c: ProbeClient) => void } = {}) {
+  const p = new ProbeClient({ path: socket, heartbeatMs: 1000, sinceBootMs: () => 10_000 + performance.now(), ...over });
+  probes.push(p);
+  return p;
+}
+
+/** Sends bodies in frames of `perFrame` and waits for the last ack. */
+async function send(p: ProbeClient, bodies: EventBody[], perFrame: number): Promise<void> {
+  let last = p.seq;
+  for (let i = 0; i < bodies.length; i += perFrame) last = p.events(bodies.slice(i, i + perFrame));
+  await p.waitAcked(last, 30_000);
+}
+
+/** A log batch of about 400 KB, the largest kind a well-behaved probe sends. */
+const bigLog = (n: number): EventBody => ({ kind: 'log.lines', stream: 'stderr', lines: Array.from({ length: 200 }, (_, i) => `${n}.${i} `.padEnd(2000, 'x')) });
+
+/** Answers every dump command with a small threads dump, as a probe would. */
+function answerDumps(m: CollectorMessage, c: ProbeClient): void {
+  if (m.type !== 'command' || m.op !== 'dump') return;
+  const text = Buffer.from(`threads of envd (pid 42)\ntask 42 S futex_wait_queue\n`);
+  c.send({ type: 'dump.chunk', id: m.id, index: 0, data: text });
+  c.send({ type: 'result', id: m.id, ok: true, dump: { mode: m.mode ?? 'threads', source: 'proc', complete: true, bytes: text.length, chunks: 1, pid: 42 } });
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('a guest flooding the history', () => {
+  it('many tiny events never erase the state and dump events', async () => {
+    const { url, socket } = await start();
+    const p = connectProbe(socket, { onMessage: answerDumps });
+    await p.connect();
+    const dump = await fetch(`${url}/v1/sandboxes/vm/dumps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(dump.status).toBe(201);
+    const before = await allEvents(url);
+    const collectorKinds = before.filter((e) => e.seq === null).map((e) => e.kind);
+    expect(collectorKinds).toEqual(expect.arrayContaining(['session.open', 'state', 'dump']));
+
+    // The attack: 84 full batches of tiny events, past the 20,000 kept.
+    await send(p, Array.from({ length: 21_504 }, () => ({ kind: 'probe.notice', level: 'info', message: '.' })), 256);
+
+    const after = await allEvents(url);
+    expect(after.filter((e) => e.seq === null).map((e) => e.kind)).toEqual(collectorKinds);
+    const guest = after.filter((e) => e.seq !== null);
+    expect(guest.length).toBeLessThanOrEqual(20_000);
+    expect(guest[guest.length - 1]!.seq).toBe(21_504);
+  });
+
+  it('big events hit the byte quota: the oldest probe events are pruned by bytes', async () => {
+    const { url, socket } = await start({ retention: { sandboxBytes: 2 * MiB } });
+    const p = connectProbe(socket);
+    await p.connect();
+    await send(p, Array.from({ length: 12 }, (_, i) => bigLog(i)), 2);
+    const events = await allEvents(url);
+    const bytes = events.reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e.data)), 0);
+    expect(bytes).toBeLessThanOrEqual(2 * MiB);
+    const kept = events.filter((e) => e.kind === 'log.lines').map((e) => e.seq);
+    // The newest survive, without holes; the collector's own events all do.
+    expect(kept.length).toBeGreaterThanOrEqual(3);
+    expect(kept).toEqual(Array.from({ length: kept.length }, (_, i) => 12 - kept.length + 1 + i));
+    expect(events.filter((e) => e.seq === null).map((e) => e.kind)).toEqual(expect.arrayContaining(['session.open', 'state']));
+  });
+
+  it('an oversize event is stored cut and marked, and the session carries on', async () => {
+    const { url, socket } = await start();
+    const p = connectProbe(socket);
+    await p.connect();
+    // Within every protocol bound (a 410 KB frame), but \u0001 escapes to six bytes of JSON.
+    const lines = Array.from({ length: 200 }, () => '\u0001'.repeat(2048));
+    await send(p, [{ kind: 'log.lines', stream: 'stdout', lines }], 1);
+    await send(p, [{ kind: 'probe.notice', level: 'info', message: 'still here' }], 1);
+    const [stored] = (await get(url, '/v1/sandboxes/vm/events?kind=log.lines')).json.events;
+    expect(stored.data.truncated).toMatchObject({ limit: MAX_EVENT_DATA_BYTES, cut: { lines: 200 } });
+    expect(stored.data.truncated.bytes).toBeGreaterThan(2 * MiB);
+    expect(stored.data.lines.length).toBeGreaterThan(0);
+    expect(Buffer.byteLength(JSON.stringify(stored.data))).toBeLessThanOrEqual(MAX_EVENT_DATA_BYTES);
+    expect((await get(url, '/v1/sandboxes/vm')).json.connected).toBe(true);
+  });
+});
+
+describe('reading a history of large events', () => {
+  it('events?limit=1000 stays within the byte budget, and paging on `more` returns everything', async () => {
+    const { url, socket } = await start();
+    const p = connectProbe(socket);
+    await p.connect();
+    // About 4.9 MB of events: more than one page holds.
+    await send(p, Array.from({ length: 12 }, (_, i) => bigLog(i)), 2);
+
+    const first = await get(url, '/v1/sandboxes/vm/events?limit=1000');
+    expect(first.bytes).toBeLessThanOrEqual(MAX_EVENTS_RESPONSE_BYTES);
+    expect(first.json.more).toBe(true);
+    expect(first.json.next).toBe(first.json.events[first.json.events.length - 1].id);
+
+    const all = await allEvents(url);
+    expect(first.json.events.length).toBeLessThan(all.length);
+    expect(all.filter((e) => e.kind === 'log.lines').map((e) => e.seq)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    const ids = all.map((e) => e.id);
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    expect(new Set(ids).size).toBe(ids.length);
+
+    // Newest first, paged back on `before`: the same events, in reverse, each page in budget.
+    const back: number[] = [];
+    for (let before = ''; ; ) {
+      const page = await get(url, `/v1/sandboxes/vm/events?order=desc&limit=1000${before}`);
+      expect(page.bytes).toBeLessThanOrEqual(MAX_EVENTS_RESPONSE_BYTES);
+      back.push(...page.json.events.map((e: Json) => e.id));
+      if (!page.json.more) break;
+      before = `&before=${page.json.next}`;
+    }
+    expect(back).toEqual([...ids].reverse());
+  });
+
+  it("a sandbox's detail lists its phases within a byte budget, and says when there are more", async () => {
+    const { url, socket } = await start();
+    const p = connectProbe(socket, { status: { ...initialStatus(49983), target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true } } });
+    await p.connect();
+    // Eight phase markers of 260 KB each: every field at its bound.
+    const fields = Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`k${i}`, 'v'.repeat(4096)]));
+    await send(p, Array.from({ length: 8 }, (_, i) => ({ kind: 'phase', name: `p${i}`, fields })), 1);
+    const d = await get(url, '/v1/sandboxes/vm');
+    expect(d.bytes).toBeLessThan(1.5 * MiB);
+    expect(d.json.morePhases).toBe(true);
+    // The first ones, in order.
+    const names = d.json.phases.map((ph: Json) => ph.name);
+    expect(names.length).toBeGreaterThan(0);
+    expect(names.length).toBeLessThan(8);
+    expect(names).toEqual(Array.from({ length: names.length }, (_, i) => `p${i}`));
+    // All of them are still in the history.
+    expect((await allEvents(url, '&kind=phase')).map((e) => e.data.name)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7']);
+  });
+});
+
+describe('automatic dumps', () => {
+  /** A target that started long ago and is not ready: stuck from the hello on. */
+  const hung: Hello['status'] = {
+    ...initialStatus(49983),
+    target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true },
+  };
+
+  it('a reconnect storm takes at most AUTO_DUMP_SETS sets, records the skip once, and keeps the operator dump', async () => {
+    const { url, socket } = await start({ startDeadlineMs: 100 });
+    const autoDumps = async () => (await get(url, '/v1/sandboxes/vm/dumps')).json.dumps.filter((d: Json) => d.trigger === 'auto');
+    const storm = AUTO_DUMP_SETS + 3;
+    let operatorDump: number | null = null;
+    for (let g = 1; g <= storm; g++) {
+      const commands: CollectorMessage[] = [];
+      const p = connectProbe(socket, {
+        generation: g,
+        status: hung,
+        onMessage: (m, c) => {
+          if (m.type === 'command') commands.push(m);
+          answerDumps(m, c);
+        },
+      });
+      await p.connect();
+      await waitFor('stuck', async () => {
+        const d = (await get(url, '/v1/sandboxes/vm')).json;
+        return d.state === 'stuck' && d.generation === g && d.connected;
+      });
+      if (g <= AUTO_DUMP_SETS) {
+        await waitFor(`automatic dump ${g}`, async () => (await autoDumps()).length === g);
+      } else {
+        // Skipped at once, on the state change: this session was never asked for a dump.
+        await waitFor('the skip in the history', async () => (await get(url, '/v1/sandboxes/vm/events?kind=dump')).json.events.some((e: Json) => e.data.error?.startsWith('skipped')));
+        expect(commands).toEqual([]);
+      }
+      if (g === 1) {
+        const r = await fetch(`${url}/v1/sandboxes/vm/dumps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        expect(r.status).toBe(201);
+        operatorDump = ((await r.json()) as Json).id;
+      }
+      p.close();
+      await waitFor('disconnected', async () => !(await get(url, '/v1/sandboxes/vm')).json.connected);
+    }
+
+    expect(await autoDumps()).toHaveLength(AUTO_DUMP_SETS);
+    const listed = (await get(url, '/v1/sandboxes/vm/dumps')).json.dumps;
+    expect(listed.filter((d: Json) => d.trigger === 'api').map((d: Json) => d.id)).toEqual([operatorDump]);
+    const records = (await get(url, '/v1/sandboxes/vm/events?kind=dump')).json.events.map((e: Json) => e.data);
+    // One record of the pause, however many episodes fell in it; it says until when.
+    const skips = records.filter((d: Json) => d.error?.startsWith('skipped'));
+    expect(skips).toHaveLength(1);
+    expect(skips[0]).toMatchObject({ trigger: 'auto', complete: false });
+    expect(skips[0].error).toMatch(/none until \d{4}-\d\d-\d\dT/);
+    expect(records.filter((d: Json) => d.dumpId !== undefined)).toHaveLength(AUTO_DUMP_SETS + 1);
+  });
+});
