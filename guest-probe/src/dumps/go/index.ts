@@ -1,0 +1,257 @@
+// The non-destructive goroutine dump of a live Go process: reads its memory from outside
+// (/proc/<pid>/mem), finds runtime.allgs without symbols, walks every goroutine's stack with
+// the pclntab and prints Go's own traceback text. The target keeps running and is told
+// nothing; it need not have been built with anything but a stock `go build` (stripped is fine).
+//
+// Consistency without stopping the target: a parked goroutine's stack does not change while
+// it stays parked, so each g's header is read again after its stack was walked; if its
+// status, sched or stack bounds moved meanwhile it is walked again (a few times), and a
+// goroutine that never held still is left as read with a note, and the dump is not complete.
+// `pause: true` instead stops the whole process for the read (SIGSTOP … SIGCONT) and
+// returns how long it was stopped.
+//
+// Entry point for the probe: readGoroutines(pid, options). It is heavy (pclntab parsing), so
+// the probe imports this module dynamically, only when a dump is asked for.
+
+import { GoBinary } from './binary.js';
+import { type AllgsLocation, decodeAllgs, describeAllgs, scanAllgs } from './allgs.js';
+import { ElfFile } from './elf.js';
+import { type CreatedBy, type GoroutineRecord, formatDump } from './format.js';
+import { G_STATUS, type GLayout, layoutFor } from './layout.js';
+import { ProcessMemory, UnreadableAddressError, exePath, loadBias } from './memory.js';
+import { printedFuncName } from './pclntab.js';
+import { type AddressSpace, hex, u64 } from './space.js';
+import { StackReader } from './stack.js';
+import { walkStack } from './unwind.js';
+
+export { NotGoBinaryError } from './version.js';
+export { UnsupportedGoVersionError } from './layout.js';
+export { PtraceDeniedError, TargetExitedError, UnreadableAddressError } from './memory.js';
+
+export interface ReadGoroutinesOptions {
+  procRoot?: string;
+  /** Stop the target (SIGSTOP/SIGCONT) while reading. Default false: read it running. */
+  pause?: boolean;
+  /** At most this many goroutines are printed (default 100,000); more: complete=false. */
+  maxGoroutines?: number;
+  /** Go's nanotime() now (CLOCK_MONOTONIC, ns); default process.hrtime.bigint() (the same clock). */
+  nowNs?: bigint;
+}
+
+export interface GoroutinesRead {
+  text: string;
+  /** Goroutines printed. */
+  goroutines: number;
+  goVersion: string;
+  arch: 'amd64' | 'arm64';
+  /** How long the target was stopped (0 without pause). */
+  pausedMs: number;
+  /** Every goroutine was read and walked to its end. */
+  complete: boolean;
+  /** How the read went: where allgs was found, goroutines re-read or left incomplete, … */
+  notes: string[];
+  /** Wall time of the whole read. */
+  elapsedMs: number;
+}
+
+const MAX_GOROUTINES = 100_000;
+const CONFIRM_TRIES = 3;
+/** Bound on physical frames walked per goroutine (Go 1.21+ prints the outer 50 of any depth). */
+const MAX_PHYSICAL_121 = 100_000;
+const MAX_PHYSICAL_OLD = 100;
+
+/** Reads every goroutine of Go process `pid`. Throws the errors exported here, each saying what to change. */
+export function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): GoroutinesRead {
+  const t0 = performance.now();
+  const procRoot = opts.procRoot ?? '/proc';
+  const exe = exePath(pid, procRoot);
+  const probeElf = new ElfFile(exe);
+  let bias: number;
+  try {
+    bias = loadBias(pid, probeElf, procRoot);
+  } finally {
+    probeElf.close();
+  }
+  const mem = new ProcessMemory(pid, procRoot);
+  let bin: GoBinary | undefined;
+  let stopped = false;
+  let pauseStart = 0;
+  let pausedMs = 0;
+  try {
+    bin = new GoBinary(exe, { bias, space: mem });
+    const layout = layoutFor(bin.version.minor, bin.version.text);
+    const notes: string[] = [];
+    const loc: AllgsLocation | null = decodeAllgs(bin) ?? scanAllgs(bin, mem, layout);
+    if (!loc) throw new Error(`${bin.version.text}: runtime.allgs not found (forEachGRace did not decode and no slice of g's was found in the data)`);
+    notes.push(describeAllgs(loc));
+    if (opts.pause) {
+      process.kill(pid, 'SIGSTOP');
+      stopped = true;
+      pauseStart = performance.now();
+    }
+    const nowNs = opts.nowNs ?? process.hrtime.bigint();
+    const result = readAll(bin, mem, layout, loc, opts.maxGoroutines ?? MAX_GOROUTINES, nowNs, notes);
+    if (stopped) {
+      process.kill(pid, 'SIGCONT');
+      stopped = false;
+      pausedMs = performance.now() - pauseStart;
+      notes.push(`the target was stopped (SIGSTOP) for ${pausedMs.toFixed(1)} ms`);
+    }
+    notes.push(`${mem.reads} reads of /proc/${pid}/mem`);
+    return {
+      text: result.text,
+      goroutines: result.count,
+      goVersion: bin.version.text,
+      arch: bin.arch,
+      pausedMs,
+      complete: result.complete,
+      notes,
+      elapsedMs: performance.now() - t0,
+    };
+  } finally {
+    if (stopped) {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        // It exited while stopped: nothing to resume.
+      }
+    }
+    bin?.close();
+    mem.close();
+  }
+}
+
+interface GFields {
+  raw: Buffer;
+  status: number;
+  goid: number;
+}
+
+function readAll(bin: GoBinary, mem: ProcessMemory, layout: GLayout, loc: AllgsLocation, max: number, nowNs: bigint, notes: string[]): { text: string; count: number; complete: boolean } {
+  let complete = true;
+  // allglen before allgptr: the runtime stores the pointer first, so every index below this
+  // length is valid in the array read next.
+  const n = u64(mem.read(loc.lenAddr, 8), 0);
+  const ptr = u64(mem.read(loc.ptrAddr, 8), 0);
+  if (n > 50_000_000 || (n > 0 && ptr === 0)) throw new Error(`allgs looks wrong: length ${n}, array ${hex(ptr)} (${describeAllgs(loc)})`);
+  const arr = n > 0 ? mem.read(ptr, 8 * n) : Buffer.alloc(0);
+  const records: GoroutineRecord[] = [];
+  const mIds = new Map<number, number | null>();
+  let unsettled = 0;
+  let walkErrors = 0;
+  for (let i = 0; i < n; i++) {
+    const addr = u64(arr, 8 * i);
+    let g: GFields;
+    try {
+      g = readG(mem, layout, addr);
+    } catch (err) {
+      if (err instanceof UnreadableAddressError) {
+        notes.push(`allgs[${i}] = ${hex(addr)}: ${err.message}`);
+        complete = false;
+        continue;
+      }
+      throw err;
+    }
+    if ((g.status & ~G_STATUS.scan) === G_STATUS.dead) continue;
+    if (records.length >= max) {
+      notes.push(`cut at ${max} goroutines (of ${n} in allgs, dead ones included)`);
+      complete = false;
+      break;
+    }
+    let rec: GoroutineRecord | null = record(bin, mem, layout, addr, g, mIds);
+    // Confirm: the g must not have moved while its stack was read.
+    for (let tries = 1; ; tries++) {
+      const again = readG(mem, layout, addr);
+      if (sameSchedule(layout, g.raw, again.raw)) break;
+      if ((again.status & ~G_STATUS.scan) === G_STATUS.dead) {
+        rec = null;
+        break;
+      }
+      if (tries >= CONFIRM_TRIES) {
+        unsettled++;
+        complete = false;
+        break;
+      }
+      g = again;
+      rec = record(bin, mem, layout, addr, g, mIds);
+    }
+    if (!rec) continue;
+    if (rec.walk?.error) {
+      walkErrors++;
+      complete = false;
+      if (walkErrors <= 5) notes.push(`goroutine ${rec.goid}: stack walk stopped: ${rec.walk.error}`);
+    }
+    records.push(rec);
+  }
+  if (unsettled > 0) notes.push(`${unsettled} goroutine(s) kept running while read; their stacks may be inconsistent`);
+  if (walkErrors > 5) notes.push(`${walkErrors - 5} more goroutine(s) whose walk stopped early`);
+  const running = records.filter((r) => r.walk === null).length;
+  if (running > 0) notes.push(`${running} goroutine(s) running on a thread: their registers are not readable from outside, so no stack (as Go prints for other threads)`);
+  return { text: formatDump(layout, records, nowNs), count: records.length, complete };
+}
+
+function readG(mem: AddressSpace, layout: GLayout, addr: number): GFields {
+  const raw = mem.read(addr, layout.size);
+  return { raw, status: raw.readUInt32LE(layout.atomicstatus), goid: u64(raw, layout.goid) };
+}
+
+/** Fields that change when a goroutine runs or its stack moves. */
+function sameSchedule(l: GLayout, a: Buffer, b: Buffer): boolean {
+  for (const off of [l.stackLo, l.stackHi, l.schedSp, l.schedPc, l.syscallsp, l.syscallpc]) {
+    if (u64(a, off) !== u64(b, off)) return false;
+  }
+  return a.readUInt32LE(l.atomicstatus) === b.readUInt32LE(l.atomicstatus);
+}
+
+function record(bin: GoBinary, mem: ProcessMemory, l: GLayout, addr: number, g: GFields, mIds: Map<number, number | null>): GoroutineRecord {
+  const b = g.raw;
+  const m = u64(b, l.m);
+  let mId: number | null = null;
+  if (m !== 0) {
+    if (!mIds.has(m)) {
+      try {
+        mIds.set(m, u64(mem.read(m + l.mId, 8), 0));
+      } catch {
+        mIds.set(m, null);
+      }
+    }
+    mId = mIds.get(m) ?? null;
+  }
+  const status = g.status & ~G_STATUS.scan;
+  let walk = null;
+  if (status !== G_STATUS.running) {
+    const syscallsp = u64(b, l.syscallsp);
+    const start = syscallsp !== 0 ? { pc: u64(b, l.syscallpc), sp: syscallsp, lr: 0 } : { pc: u64(b, l.schedPc), sp: u64(b, l.schedSp), lr: u64(b, l.schedLr) };
+    const stack = new StackReader(mem, u64(b, l.stackLo), u64(b, l.stackHi));
+    walk = walkStack(bin, stack, start, l.minor >= 21 ? MAX_PHYSICAL_121 : MAX_PHYSICAL_OLD);
+  }
+  return {
+    addr,
+    goid: g.goid,
+    status: g.status,
+    waitreason: b[l.waitreason] ?? 0,
+    waitsince: u64(b, l.waitsince),
+    m,
+    mId,
+    lockedm: u64(b, l.lockedm),
+    walk,
+    createdBy: createdBy(bin, l, b),
+  };
+}
+
+/** printcreatedby: the function holding gopc, its line at the CALL (gopc - quantum). */
+function createdBy(bin: GoBinary, l: GLayout, b: Buffer): CreatedBy | null {
+  const gopc = u64(b, l.gopc);
+  const f = bin.findFunc(gopc);
+  if (!f) return null;
+  const tracepc = gopc > f.entry ? gopc - bin.pclntab.quantum : gopc;
+  const { file, line } = bin.pclntab.fileLine(f, tracepc);
+  return {
+    name: printedFuncName(bin.funcName(f)),
+    file,
+    line,
+    offset: gopc > f.entry ? gopc - f.entry : null,
+    goid: l.parentGoid >= 0 ? u64(b, l.parentGoid) : 0,
+  };
+}
+
