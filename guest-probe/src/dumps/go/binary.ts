@@ -17,6 +17,8 @@ export interface SourceFrame {
   inlined: boolean;
   /** internal/abi FuncID of the (possibly inlined) function. */
   funcID: number;
+  /** The pc its file and line are of: for the physical frame, the call site after the inlined calls were unwound. */
+  pc: number;
 }
 
 /** What a walk needs about one pc, computed once per distinct pc (goroutines share most). */
@@ -104,11 +106,11 @@ export class GoBinary {
       if (ix < 0) break;
       const e = this.inlinedCall(this.moduledata.gofunc + inlOff, ix);
       const { file, line } = tab.fileLine(f, p);
-      out.push({ name: tab.nameAt(e.nameOff), file, line, inlined: true, funcID: e.funcID });
+      out.push({ name: tab.nameAt(e.nameOff), file, line, inlined: true, funcID: e.funcID, pc: p });
       p = f.entry + e.parentPc;
     }
     const { file, line } = tab.fileLine(f, p);
-    out.push({ name: tab.name(f), file, line, inlined: false, funcID: f.funcID });
+    out.push({ name: tab.name(f), file, line, inlined: false, funcID: f.funcID, pc: p });
     return out;
   }
 

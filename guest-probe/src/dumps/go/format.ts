@@ -81,6 +81,7 @@ export function formatGoroutine(layout: GLayout, r: GoroutineRecord, nowNs: bigi
   return out;
 }
 
+/** Goroutines are joined with a blank line between them, as Go separates them. */
 function frameText(f: LogicalFrame): string {
   let s = `${f.name}(${f.args})\n\t${f.file}:${f.line}`;
   if (!f.inlined) {
@@ -110,9 +111,4 @@ function frames(minor: number, walk: Walk): string {
     if (walk.physical >= OLD_MAX_PHYSICAL) out += '...additional frames elided...\n';
   }
   return out;
-}
-
-/** The whole dump: goroutines separated by blank lines, as Go separates them. */
-export function formatDump(layout: GLayout, records: readonly GoroutineRecord[], nowNs: bigint): string {
-  return records.map((r) => formatGoroutine(layout, r, nowNs)).join('\n');
 }

@@ -16,12 +16,12 @@
 import { GoBinary } from './binary.js';
 import { type AllgsLocation, decodeAllgs, describeAllgs, scanAllgs } from './allgs.js';
 import { ElfFile } from './elf.js';
-import { type CreatedBy, type GoroutineRecord, formatDump } from './format.js';
+import { type CreatedBy, type GoroutineRecord, formatGoroutine } from './format.js';
 import { G_STATUS, type GLayout, layoutFor } from './layout.js';
 import { ProcessMemory, UnreadableAddressError, exePath, loadBias } from './memory.js';
 import { printedFuncName } from './pclntab.js';
 import { type AddressSpace, hex, u64 } from './space.js';
-import { StackReader } from './stack.js';
+import { StackReader, StackScratch } from './stack.js';
 import { walkStack } from './unwind.js';
 
 export { NotGoBinaryError } from './version.js';
@@ -135,8 +135,11 @@ function readAll(bin: GoBinary, mem: ProcessMemory, layout: GLayout, loc: AllgsL
   const ptr = u64(mem.read(loc.ptrAddr, 8), 0);
   if (n > 50_000_000 || (n > 0 && ptr === 0)) throw new Error(`allgs looks wrong: length ${n}, array ${hex(ptr)} (${describeAllgs(loc)})`);
   const arr = n > 0 ? mem.read(ptr, 8 * n) : Buffer.alloc(0);
-  const records: GoroutineRecord[] = [];
+  // Each goroutine is formatted as soon as it is walked, so its frames do not pile up.
+  const texts: string[] = [];
+  let running = 0;
   const mIds = new Map<number, number | null>();
+  const scratch = new StackScratch();
   let unsettled = 0;
   let walkErrors = 0;
   for (let i = 0; i < n; i++) {
@@ -153,12 +156,12 @@ function readAll(bin: GoBinary, mem: ProcessMemory, layout: GLayout, loc: AllgsL
       throw err;
     }
     if ((g.status & ~G_STATUS.scan) === G_STATUS.dead) continue;
-    if (records.length >= max) {
+    if (texts.length >= max) {
       notes.push(`cut at ${max} goroutines (of ${n} in allgs, dead ones included)`);
       complete = false;
       break;
     }
-    let rec: GoroutineRecord | null = record(bin, mem, layout, addr, g, mIds);
+    let rec: GoroutineRecord | null = record(bin, mem, scratch, layout, addr, g, mIds);
     // Confirm: the g must not have moved while its stack was read.
     for (let tries = 1; ; tries++) {
       const again = readG(mem, layout, addr);
@@ -173,7 +176,7 @@ function readAll(bin: GoBinary, mem: ProcessMemory, layout: GLayout, loc: AllgsL
         break;
       }
       g = again;
-      rec = record(bin, mem, layout, addr, g, mIds);
+      rec = record(bin, mem, scratch, layout, addr, g, mIds);
     }
     if (!rec) continue;
     if (rec.walk?.error) {
@@ -181,13 +184,13 @@ function readAll(bin: GoBinary, mem: ProcessMemory, layout: GLayout, loc: AllgsL
       complete = false;
       if (walkErrors <= 5) notes.push(`goroutine ${rec.goid}: stack walk stopped: ${rec.walk.error}`);
     }
-    records.push(rec);
+    if (rec.walk === null) running++;
+    texts.push(formatGoroutine(layout, rec, nowNs));
   }
   if (unsettled > 0) notes.push(`${unsettled} goroutine(s) kept running while read; their stacks may be inconsistent`);
   if (walkErrors > 5) notes.push(`${walkErrors - 5} more goroutine(s) whose walk stopped early`);
-  const running = records.filter((r) => r.walk === null).length;
   if (running > 0) notes.push(`${running} goroutine(s) running on a thread: their registers are not readable from outside, so no stack (as Go prints for other threads)`);
-  return { text: formatDump(layout, records, nowNs), count: records.length, complete };
+  return { text: texts.join('\n'), count: texts.length, complete };
 }
 
 function readG(mem: AddressSpace, layout: GLayout, addr: number): GFields {
@@ -203,7 +206,7 @@ function sameSchedule(l: GLayout, a: Buffer, b: Buffer): boolean {
   return a.readUInt32LE(l.atomicstatus) === b.readUInt32LE(l.atomicstatus);
 }
 
-function record(bin: GoBinary, mem: ProcessMemory, l: GLayout, addr: number, g: GFields, mIds: Map<number, number | null>): GoroutineRecord {
+function record(bin: GoBinary, mem: ProcessMemory, scratch: StackScratch, l: GLayout, addr: number, g: GFields, mIds: Map<number, number | null>): GoroutineRecord {
   const b = g.raw;
   const m = u64(b, l.m);
   let mId: number | null = null;
@@ -222,7 +225,7 @@ function record(bin: GoBinary, mem: ProcessMemory, l: GLayout, addr: number, g: 
   if (status !== G_STATUS.running) {
     const syscallsp = u64(b, l.syscallsp);
     const start = syscallsp !== 0 ? { pc: u64(b, l.syscallpc), sp: syscallsp, lr: 0 } : { pc: u64(b, l.schedPc), sp: u64(b, l.schedSp), lr: u64(b, l.schedLr) };
-    const stack = new StackReader(mem, u64(b, l.stackLo), u64(b, l.stackHi));
+    const stack = new StackReader(mem, scratch, u64(b, l.stackLo), u64(b, l.stackHi));
     walk = walkStack(bin, stack, start, l.minor >= 21 ? MAX_PHYSICAL_121 : MAX_PHYSICAL_OLD);
   }
   return {

@@ -115,7 +115,9 @@ function pushLogical(bin: GoBinary, stack: StackReader, info: PcInfo, pc: number
       file: s.file,
       line: s.line,
       inlined: s.inlined,
-      args: s.inlined ? '...' : printArgs(bin, stack, f, fp + (usesLR ? 8 : 0), info.symPC),
+      // Go 1.21+ looks up argument liveness at the call; 1.20 and older at the pc left
+      // after walking out of the inlined calls (gentraceback reused its tracepc).
+      args: s.inlined ? '...' : printArgs(bin, stack, f, fp + (usesLR ? 8 : 0), bin.version.minor >= 21 ? info.symPC : s.pc),
       pc,
       sp,
       fp,
@@ -137,13 +139,15 @@ function printArgs(bin: GoBinary, stack: StackReader, f: Func, argp: number, pc:
   const off = bin.pclntab.funcdataOffset(f, FUNCDATA_ArgInfo);
   if (off === null) return '';
   const p = bin.readRodata(bin.moduledata.gofunc + off, MAX_ARGINFO);
+  // Liveness of register-spilled arguments: byte 0 is the first offset that needs it, then
+  // bitmaps at the offset PCDATA_ArgLiveIndex gives (one bit per spill slot).
   const liveOff = bin.pclntab.funcdataOffset(f, FUNCDATA_ArgLiveInfo);
-  const live = liveOff === null ? null : bin.readRodata(bin.moduledata.gofunc + liveOff, 64);
-  const liveIdx = live ? bin.pclntab.pcdata(f, PCDATA_ArgLiveIndex, pc) : -1;
-  const startOffset = live ? (live[0] ?? 0xff) : 0xff;
+  const liveBase = liveOff === null ? -1 : bin.moduledata.gofunc + liveOff;
+  const liveIdx = liveBase >= 0 ? bin.pclntab.pcdata(f, PCDATA_ArgLiveIndex, pc) : -1;
+  const startOffset = liveBase >= 0 ? (bin.readRodata(liveBase, 1)[0] ?? 0xff) : 0xff;
   const isLive = (o: number, slot: number): boolean => {
-    if (!live || liveIdx <= 0 || o < startOffset) return true;
-    const bits = live[liveIdx + (slot >> 3)] ?? 0xff;
+    if (liveBase < 0 || liveIdx <= 0 || o < startOffset) return true;
+    const bits = bin.readRodata(liveBase + liveIdx + (slot >> 3), 1)[0] ?? 0xff;
     return (bits & (1 << (slot % 8))) !== 0;
   };
   let out = '';
