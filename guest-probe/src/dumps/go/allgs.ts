@@ -47,7 +47,7 @@ function arm64Refs(code: Buffer, addr: number): number[] {
   const out: number[] = [];
   for (let i = 0; i + 4 <= code.length; i += 4) {
     const insn = code.readUInt32LE(i);
-    if ((insn & 0x9f000000) !== 0x90000000) continue;
+    if ((insn & 0x9f000000) >>> 0 !== 0x90000000) continue;
     const rd = insn & 31;
     const immlo = (insn >>> 29) & 3;
     const immhi = (insn >>> 5) & 0x7ffff;
