@@ -7,18 +7,23 @@
 // it stays parked, so each g's header is read again after its stack was walked; if its
 // status, sched or stack bounds moved meanwhile it is walked again (a few times), and a
 // goroutine that never held still is left as read with a note, and the dump is not complete.
-// `pause: true` instead stops the whole process for the read (SIGSTOP … SIGCONT) and
-// returns how long it was stopped.
+// `pause: true` instead stops the whole process for the read (SIGSTOP, wait until every
+// thread is stopped, read, SIGCONT) and returns how long it was stopped. Who can see that:
+// a parent waiting with WUNTRACED/WSTOPPED (systemd and Go's os/exec wait for exits only),
+// and the target itself only if it asked for SIGCONT with signal.Notify (envd does not).
+// A PTRACE_SEIZE+INTERRUPT stop would hide even that, but needs a native helper; not done.
 //
 // Entry point for the probe: readGoroutines(pid, options). It is heavy (pclntab parsing), so
 // the probe imports this module dynamically, only when a dump is asked for.
 
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
 import { GoBinary } from './binary.js';
 import { type AllgsLocation, decodeAllgs, describeAllgs, scanAllgs } from './allgs.js';
 import { ElfFile } from './elf.js';
 import { type CreatedBy, type GoroutineRecord, formatGoroutine } from './format.js';
 import { G_STATUS, type GLayout, layoutFor } from './layout.js';
-import { ProcessMemory, UnreadableAddressError, exePath, loadBias } from './memory.js';
+import { ProcessMemory, TargetExitedError, UnreadableAddressError, exePath, loadBias } from './memory.js';
 import { printedFuncName } from './pclntab.js';
 import { type AddressSpace, hex, u64 } from './space.js';
 import { StackReader, StackScratch } from './stack.js';
@@ -85,9 +90,10 @@ export function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): G
     if (!loc) throw new Error(`${bin.version.text}: runtime.allgs not found (forEachGRace did not decode and no slice of g's was found in the data)`);
     notes.push(describeAllgs(loc));
     if (opts.pause) {
+      pauseStart = performance.now();
       process.kill(pid, 'SIGSTOP');
       stopped = true;
-      pauseStart = performance.now();
+      waitStopped(pid, procRoot);
     }
     const nowNs = opts.nowNs ?? process.hrtime.bigint();
     const result = readAll(bin, mem, layout, loc, opts.maxGoroutines ?? MAX_GOROUTINES, nowNs, notes);
@@ -118,6 +124,36 @@ export function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): G
     }
     bin?.close();
     mem.close();
+  }
+}
+
+const STOP_WAIT_MS = 2_000;
+
+/** SIGSTOP is delivered asynchronously: wait (synchronously, briefly) until every thread is stopped. */
+function waitStopped(pid: number, procRoot: string): void {
+  const sleeper = new Int32Array(new SharedArrayBuffer(4));
+  const end = performance.now() + STOP_WAIT_MS;
+  const taskDir = path.join(procRoot, String(pid), 'task');
+  for (;;) {
+    let all = true;
+    let tids: string[];
+    try {
+      tids = readdirSync(taskDir);
+    } catch {
+      throw new TargetExitedError(`process ${pid} exited while being stopped`);
+    }
+    for (const tid of tids) {
+      try {
+        const stat = readFileSync(path.join(taskDir, tid, 'stat'), 'latin1');
+        const state = stat[stat.lastIndexOf(')') + 2];
+        if (state !== 'T' && state !== 't') all = false;
+      } catch {
+        // A thread that ended meanwhile.
+      }
+    }
+    if (all) return;
+    if (performance.now() > end) throw new Error(`process ${pid} did not stop within ${STOP_WAIT_MS} ms of SIGSTOP`);
+    Atomics.wait(sleeper, 0, 0, 1);
   }
 }
 
