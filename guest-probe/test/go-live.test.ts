@@ -1,9 +1,10 @@
 // The Go reader against live, stripped Go processes nobody here wrote (esbuild's dev server,
-// buf's studio agent; Go 1.20–1.26, amd64): read every goroutine from outside, check the
+// buf's studio agent; Go 1.20–1.26, amd64, and arm64 esbuild under qemu-user when Debian's
+// qemu-user-static is installed): read every goroutine from outside, check the
 // target still serves HTTP, then make it print its own dump (SIGQUIT, GOTRACEBACK=all) and
 // compare goroutine by goroutine.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -42,8 +43,10 @@ async function start(b: GoTestBinary): Promise<Target> {
     args = ['beta', 'studio-agent', '--bind', '127.0.0.1', '--port', String(port), '--timeout', '0'];
     url = `http://127.0.0.1:${port}/`;
   }
-  // esbuild --serve stops when its stdin closes: keep a pipe open.
-  const child = spawn(requireBinary(b), args, { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, GOTRACEBACK: 'all' } });
+  // esbuild --serve stops when its stdin closes: keep a pipe open. arm64 builds run under
+  // qemu-user, whose guest memory sits at the guest's own addresses in the qemu process.
+  const [cmd, argv] = b.arch === 'arm64' ? [QEMU!, [requireBinary(b), ...args]] : [requireBinary(b), args];
+  const child = spawn(cmd, argv, { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, GOTRACEBACK: 'all' } });
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -54,15 +57,19 @@ async function start(b: GoTestBinary): Promise<Target> {
   return { child, stderr: () => err, url, exited };
 }
 
-const X64 = GO_BINARIES.filter((b) => b.arch === 'amd64');
+const QEMU = ['/usr/bin/qemu-aarch64-static', '/usr/bin/qemu-aarch64'].find((p) => existsSync(p));
+// arm64: the esbuild builds only (buf's agent is slow to start under emulation), and only
+// where Debian's qemu-user-static is installed.
+const LIVE = GO_BINARIES.filter((b) => b.arch === 'amd64' || (QEMU !== undefined && b.kind === 'esbuild'));
 
-describe.each(X64)('live $go ($pkg)', (b) => {
+describe.each(LIVE)('live $go $arch ($pkg)', (b) => {
   it('reads every goroutine as its own SIGQUIT dump shows it, without disturbing it', async () => {
     const t = await start(b);
     const pid = t.child.pid!;
-    const r = readGoroutines(pid);
+    const exe = b.arch === 'arm64' ? requireBinary(b) : undefined;
+    const r = readGoroutines(pid, { exe });
     expect(r.goVersion).toBe(b.go);
-    expect(r.arch).toBe('amd64');
+    expect(r.arch).toBe(b.arch);
     expect(r.complete).toBe(true);
     expect(r.pausedMs).toBe(0);
     expect(r.notes.join('\n')).toMatch(/from forEachGRace/);
@@ -82,7 +89,7 @@ describe.each(X64)('live $go ($pkg)', (b) => {
     // A second read once the request is served, then the target's own dump right after.
     // (The request started goroutines; goids are handed out per P in batches, so a newer
     // goroutine may have a smaller goid: the sets are compared read to read instead.)
-    const r2 = readGoroutines(pid);
+    const r2 = readGoroutines(pid, { exe });
     expect(r2.complete).toBe(true);
     t.child.kill('SIGQUIT');
     await t.exited;
@@ -91,14 +98,17 @@ describe.each(X64)('live $go ($pkg)', (b) => {
     const mine = goroutineBlocks(r2.text);
     expect(first.size).toBe(r.goroutines);
     expect(mine.size).toBe(r2.goroutines);
-    // Nothing the first read saw has gone (esbuild and buf only add goroutines here).
-    for (const id of first.keys()) expect(mine.has(id), `goroutine ${id} gone by the second read`).toBe(true);
-    expect([...theirs.keys()].sort((x, y) => x - y)).toEqual([...mine.keys()].sort((x, y) => x - y));
+    // The first read's goroutines are (nearly all) still there: one may have finished meanwhile.
+    expect([...first.keys()].filter((id) => mine.has(id)).length).toBeGreaterThanOrEqual(first.size - 1);
+    // Same goroutines, but for our HTTP request's connection goroutines, which may end
+    // (client closed) or be started between the read and the signal.
+    const conn = (block: string[] | undefined) => block?.some((l) => l.startsWith('created by net/http.')) ?? false;
+    const ids = (m: Map<number, string[]>) => [...m.keys()].filter((id) => !conn(mine.get(id)) && !conn(theirs.get(id))).sort((x, y) => x - y);
+    expect(ids(theirs)).toEqual(ids(mine));
 
     let identical = 0;
     for (const [id, block] of mine) {
       const other = theirs.get(id);
-      expect(other, `goroutine ${id} missing from the SIGQUIT dump`).toBeDefined();
       if (!other) continue;
       if (block.join('\n') === other.join('\n')) {
         identical++;

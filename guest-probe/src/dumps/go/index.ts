@@ -35,6 +35,9 @@ export { PtraceDeniedError, TargetExitedError, UnreadableAddressError } from './
 
 export interface ReadGoroutinesOptions {
   procRoot?: string;
+  /** The Go executable to symbolise with; default /proc/<pid>/exe. For a target run under
+   *  an emulator (qemu-user: exe is qemu) or whose file was replaced since it started. */
+  exe?: string;
   /** Stop the target (SIGSTOP/SIGCONT) while reading. Default false: read it running. */
   pause?: boolean;
   /** At most this many goroutines are printed (default 100,000); more: complete=false. */
@@ -69,7 +72,7 @@ const MAX_PHYSICAL_OLD = 100;
 export function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): GoroutinesRead {
   const t0 = performance.now();
   const procRoot = opts.procRoot ?? '/proc';
-  const exe = exePath(pid, procRoot);
+  const exe = opts.exe ?? exePath(pid, procRoot);
   const probeElf = new ElfFile(exe);
   let bias: number;
   try {
