@@ -12,6 +12,10 @@
 //     inlined into runtime.main, does (guest-probe/test/go-static.test.ts decodes it again);
 //   - m.id: the word equal to N in the m of a goroutine printed "m=N mp=0x…".
 //
+// arm64: the same rows, proven live on the arm64 esbuild builds of 1.20, 1.22, 1.23, 1.25 and
+// 1.26 under qemu-user (guest-probe/test/go-live.test.ts) and, for lockedm, statically on
+// every arm64 build (the store through R28).
+//
 // What moved: 1.21 dropped trace fields before lockedm and added parentGoid; 1.23 added
 // syscallbp (everything after syscallpc +8); 1.25 removed gobuf.ret (-8 from sched.lr on);
 // 1.26 added a word between goid and parentGoid, and one between lockedm and gopc.
