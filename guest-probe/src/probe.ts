@@ -254,6 +254,7 @@ export class Probe {
           chunks,
           ...((r.pid ?? pid) !== null ? { pid: (r.pid ?? pid)! } : {}),
           ...(r.note ? { note: r.note.slice(0, MAX_TEXT) } : {}),
+          ...(r.pausedMs !== undefined ? { pausedMs: r.pausedMs } : {}),
         },
       };
     } finally {

@@ -323,14 +323,24 @@ describe('takeDump goroutines', { timeout: 60_000 }, () => {
     };
   }
 
-  it('without a pprof URL refuses unless destructive', async () => {
+  it('without a pprof URL reads the target from memory; a target that is not Go gets a clear error', async () => {
     const r = await takeDump({ mode: 'goroutines', destructive: false }, ctx({ targetPid: process.pid }));
-    expect(r).toMatchObject({
-      mode: 'goroutines',
-      source: 'none',
-      complete: false,
-      error: 'a goroutine dump without --pprof-url needs --destructive (SIGQUIT ends the target; its supervisor restarts it)',
-    });
+    expect(r).toMatchObject({ mode: 'goroutines', source: 'none', complete: false, pid: process.pid });
+    expect(r.error).toMatch(/is not a Go executable/);
+  });
+
+  it('non-destructive: reads the hung fake envd from its memory, and it runs on', async () => {
+    const child = await hungFakeEnvd();
+    const r = await takeDump({ mode: 'goroutines', destructive: false }, ctx({ targetPid: child.pid! }));
+    expect(r.error).toBeUndefined();
+    expect(r).toMatchObject({ mode: 'goroutines', source: 'memory', complete: true, pid: child.pid, pausedMs: 0 });
+    expect(r.note).toMatch(/read from memory: go1\.\d+/);
+    expect(r.text).toMatch(/^goroutine 1 \[semacquire\]:\nruntime\.gopark/m);
+    expect(r.text).toContain('main.(*cgroupManager).acquireRoot');
+    // Not stopped, not signalled: still alive and still hung where it was.
+    expect(child.exitCode).toBeNull();
+    const again = await takeDump({ mode: 'goroutines', destructive: false }, ctx({ targetPid: child.pid! }));
+    expect(again.text).toContain('main.(*cgroupManager).acquireRoot');
   });
 
   it('uses pprof when configured (no target needed)', async () => {

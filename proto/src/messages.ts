@@ -13,7 +13,7 @@ export const COMMAND_OPS = ['status', 'dump'] as const;
 /** threads: every task's state, wchan, syscall and kernel stack (harmless); goroutines: a Go
  *  dump (pprof, harmless; or SIGQUIT, which ends the target); native: gdb/eu-stack. */
 export const DUMP_MODES = ['threads', 'goroutines', 'native'] as const;
-export const DUMP_SOURCES = ['proc', 'pprof', 'sigquit', 'gdb', 'eu-stack', 'none'] as const;
+export const DUMP_SOURCES = ['proc', 'pprof', 'memory', 'sigquit', 'gdb', 'eu-stack', 'none'] as const;
 export type DumpMode = (typeof DUMP_MODES)[number];
 
 const ms = s.number({ min: 0, max: 1e13 });
@@ -63,6 +63,8 @@ export const probeMessages = {
         /** The target the dump is of. */
         pid: s.optional(s.int({ min: 1 })),
         note: s.optional(s.string({ max: MAX_TEXT })),
+        /** How long the target was stopped for the dump (0: it was read running). */
+        pausedMs: s.optional(s.number({ min: 0, max: 3_600_000 })),
       }),
     ),
   }),

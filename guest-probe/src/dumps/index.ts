@@ -2,13 +2,14 @@
 //
 //   threads     /proc only (harmless)                                  source 'proc'
 //   goroutines  pprof URL when configured (harmless)                   source 'pprof'
-//               else SIGQUIT, only when destructive: ends the target   source 'sigquit'
+//               else read from the target's memory (harmless, go/)     source 'memory'
+//               or SIGQUIT, only when destructive: ends the target     source 'sigquit'
 //   native      gdb, else eu-stack (both stop the target briefly)      source 'gdb' | 'eu-stack'
 //
 // takeDump never throws: every failure is a result with `error` set (source 'none' when no
 // dump was taken at all).
 
-import type { DumpMode } from '@vsockdiag/proto';
+import type { DUMP_SOURCES, DumpMode } from '@vsockdiag/proto';
 import { readPidStat } from '../proc/stat.js';
 import { MAX_PPROF_BYTES, SigquitCapture, pprofDump } from './goroutines.js';
 import { nativeDump } from './native.js';
@@ -18,7 +19,7 @@ export { SigquitCapture, pprofDump, tracebackEnded, MAX_PPROF_BYTES, SIGQUIT_DRA
 export { nativeDump, which, NATIVE_NOT_AVAILABLE, type NativeDump } from './native.js';
 export { threadsDump, archName, formatSyscall, processExited, NoSuchProcessError, TARGET_EXITED_LINE, type ThreadsDump } from './threads.js';
 
-export type DumpSource = 'proc' | 'pprof' | 'sigquit' | 'gdb' | 'eu-stack' | 'none';
+export type DumpSource = (typeof DUMP_SOURCES)[number];
 
 export interface DumpRequest {
   mode: DumpMode;
@@ -66,13 +67,13 @@ export interface DumpResult {
   pid?: number;
   /** What the dump did or how it was taken (e.g. "gdb stopped the target…"). */
   note?: string;
+  /** How long the target was stopped for it (memory reads: 0 when read running). */
+  pausedMs?: number;
 }
 
 export const NO_TARGET = 'no target process is known (not found yet, or it exited): nothing to dump';
 export const NO_STDERR =
   "not sending SIGQUIT: the probe does not see the target's stderr (use wrap mode, --log-file or --journal-unit), so the dump would be lost with the target";
-export const NEEDS_DESTRUCTIVE =
-  'a goroutine dump without --pprof-url needs --destructive (SIGQUIT ends the target; its supervisor restarts it)';
 
 /** Takes one dump. Never throws. */
 export async function takeDump(request: DumpRequest, ctx: DumpContext): Promise<DumpResult> {
@@ -137,8 +138,8 @@ async function goroutines(request: DumpRequest, ctx: DumpContext): Promise<DumpR
     // Nothing from pprof, and the operator allowed the destructive way: fall back to it.
     pprofError = d.error ?? 'pprof gave nothing';
   }
-  if (!request.destructive) return fail('goroutines', NEEDS_DESTRUCTIVE, pid);
   if (pid === null) return fail('goroutines', NO_TARGET);
+  if (!request.destructive) return fromMemory(pid, ctx, maxBytes);
   if (ctx.stderrSource === null) return fail('goroutines', NO_STDERR, pid);
 
   const abort = new AbortController();
@@ -173,6 +174,32 @@ async function goroutines(request: DumpRequest, ctx: DumpContext): Promise<DumpR
   } finally {
     abort.abort();
   }
+}
+
+/** Go's own traceback text, read from the running target's memory (go/index.ts). */
+async function fromMemory(pid: number, ctx: DumpContext, maxBytes: number): Promise<DumpResult> {
+  // Loaded on the first such dump: the pclntab reader is not on the probe's start-up path.
+  const go = await import('./go/index.js');
+  let r: Awaited<ReturnType<typeof go.readGoroutines>>;
+  try {
+    r = await go.readGoroutines(pid, { procRoot: ctx.procRoot });
+  } catch (err) {
+    // Each of the reader's errors says what to change (not Go, version, ptrace, exited, address).
+    return fail('goroutines', (err as Error).message, pid);
+  }
+  const cut = Buffer.byteLength(r.text) > maxBytes;
+  const how = r.pausedMs > 0 ? `the target was stopped ${r.pausedMs.toFixed(1)} ms` : 'the target was not stopped';
+  const note = [`read from memory: ${r.goVersion} ${r.arch}, ${r.goroutines} goroutines in ${Math.round(r.elapsedMs)} ms; ${how}`, ...r.notes];
+  if (cut) note.push(`cut at ${maxBytes} bytes`);
+  return {
+    mode: 'goroutines',
+    source: 'memory',
+    text: cut ? Buffer.from(r.text).subarray(0, maxBytes).toString('utf8') : r.text,
+    complete: r.complete && !cut,
+    pid,
+    note: note.join('; '),
+    pausedMs: r.pausedMs,
+  };
 }
 
 async function native(ctx: DumpContext): Promise<DumpResult> {
