@@ -13,6 +13,7 @@ import { Collector, type CollectorOptions } from '../src/collector/collector.js'
 import { AUTO_DUMP_SETS } from '../src/collector/dump-service.js';
 import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
 import { MAX_EVENTS_RESPONSE_BYTES } from '../src/http/routes/sandboxes.js';
+import { REAL_WORKER, bundleWorker } from './support/dump-worker.js';
 
 const log = pino({ level: 'silent' });
 const MiB = 1024 * 1024;
@@ -20,6 +21,8 @@ const MiB = 1024 * 1024;
 let tmp: string;
 const running: Collector[] = [];
 const probes: ProbeClient[] = [];
+const teardown: Array<() => void> = [];
+const onTeardown = (fn: () => void) => teardown.push(fn);
 
 beforeEach(() => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-retention-'));
@@ -28,6 +31,7 @@ beforeEach(() => {
 afterEach(async () => {
   for (const p of probes.splice(0)) p.close();
   for (const c of running.splice(0)) await c.stop();
+  for (const fn of teardown.splice(0)) fn();
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -266,5 +270,69 @@ describe('automatic dumps', () => {
     expect(skips[0]).toMatchObject({ trigger: 'auto', complete: false });
     expect(skips[0].error).toMatch(/none until \d{4}-\d\d-\d\dT/);
     expect(records.filter((d: Json) => d.dumpId !== undefined)).toHaveLength(AUTO_DUMP_SETS + 1);
+  });
+
+  /** A probe whose answers to dump commands `answer` decides; records what it was asked. */
+  async function stuckProbe(socket: string, answer: (m: Extract<CollectorMessage, { type: 'command' }>) => { ok: boolean; text?: string; error?: string; source?: string }) {
+    const commands: Array<{ mode?: string; destructive?: boolean }> = [];
+    const p = connectProbe(socket, {
+      status: hung,
+      onMessage: (m, c) => {
+        if (m.type !== 'command' || m.op !== 'dump') return;
+        commands.push({ mode: m.mode, destructive: m.destructive });
+        const a = answer(m);
+        const data = Buffer.from(a.text ?? '');
+        if (data.length) c.send({ type: 'dump.chunk', id: m.id, index: 0, data });
+        c.send({
+          type: 'result',
+          id: m.id,
+          ok: a.ok,
+          ...(a.error ? { error: a.error } : {}),
+          dump: { mode: m.mode ?? 'threads', source: (a.source ?? 'proc') as 'proc', complete: a.ok, bytes: data.length, chunks: data.length ? 1 : 0, pid: 42 },
+        });
+      },
+    });
+    await p.connect();
+    return commands;
+  }
+
+  it('asks for the harmless goroutine dump first, and threads when that fails (not a Go target)', async () => {
+    const { url, socket } = await start({ startDeadlineMs: 100 });
+    const commands = await stuckProbe(socket, (m) =>
+      m.mode === 'goroutines' ? { ok: false, error: '/proc/42/exe is not a Go executable' } : { ok: true, text: 'threads of pid 42 (envd)\ntask 42 (envd) state=S wchan=futex_wait_queue\n' },
+    );
+    await waitFor('the threads fallback', async () => (await get(url, '/v1/sandboxes/vm/dumps')).json.dumps.length === 1);
+    expect(commands).toEqual([
+      { mode: 'goroutines', destructive: false },
+      { mode: 'threads', destructive: false },
+    ]);
+    const records = (await get(url, '/v1/sandboxes/vm/events?kind=dump')).json.events.map((e: Json) => e.data);
+    expect(records[0]).toMatchObject({ mode: 'goroutines', trigger: 'auto', complete: false, error: expect.stringContaining('not a Go executable') });
+    expect((await get(url, '/v1/sandboxes/vm')).json.reason).not.toContain('blocked in');
+  });
+
+  it('names where the goroutine dump found main blocked in the stuck reason; --on-stuck quit still sends SIGQUIT', async () => {
+    // The blocked frame comes from the dump's analysis: the real worker, built from source.
+    const worker = await bundleWorker(REAL_WORKER);
+    onTeardown(worker.remove);
+    const { url, socket } = await start({ startDeadlineMs: 100, onStuck: 'quit', dumpWorkerUrl: worker.url });
+    const traceback =
+      'goroutine 1 [sync.Mutex.Lock]:\nsync.runtime_SemacquireMutex(0x1?, 0x0?, 0x1?)\n\t/usr/local/go/src/runtime/sema.go:95 +0x25\n' +
+      'main.(*cgroupManager).acquireRoot(...)\n\t/build/envd/cgroups.go:52 +0x33\nmain.main()\n\t/build/envd/main.go:190 +0x185\n';
+    const commands = await stuckProbe(socket, (m) => (m.destructive ? { ok: true, text: traceback, source: 'sigquit' } : { ok: true, text: traceback, source: 'memory' }));
+    const d = await waitFor('the blocked frame in the reason', async () => {
+      const v = (await get(url, '/v1/sandboxes/vm')).json;
+      return v.reason.includes('blocked in') ? v : null;
+    });
+    expect(d.reason).toMatch(/; main goroutine blocked in main\.\(\*cgroupManager\)\.acquireRoot \(sync\.Mutex\.Lock\)$/);
+    expect(d.blocked).toMatchObject({ pid: 42 });
+    const readiness = await fetch(`${url}/v1/sandboxes/vm/readiness`);
+    expect(readiness.status).toBe(503);
+    expect(((await readiness.json()) as Json).reason).toContain('main goroutine blocked in main.(*cgroupManager).acquireRoot');
+    await waitFor('both dumps', async () => commands.length === 2);
+    expect(commands).toEqual([
+      { mode: 'goroutines', destructive: false },
+      { mode: 'goroutines', destructive: true },
+    ]);
   });
 });

@@ -164,6 +164,17 @@ describe('decide(): stuck', () => {
     expect(v.recheckAt).toBe(1000 + DEADLINE);
   });
 
+  it('names where a goroutine dump found the target blocked, only for that target', () => {
+    const blocked = { pid: PID, text: 'main goroutine blocked in main.(*cgroupManager).acquireRoot (sync.Mutex.Lock)' };
+    const s = status({ target: {}, phases: { reported: true, last: { name: 'cgroup-manager', t: 3000 } } });
+    const v = decide(input({ now: 9000, status: s, blocked }));
+    expect(v.reason).toMatch(/last phase "cgroup-manager" 6\.0s ago; main goroutine blocked in main\.\(\*cgroupManager\)\.acquireRoot \(sync\.Mutex\.Lock\)$/);
+    // A restarted target (another pid) is not blocked where the old one was.
+    expect(decide(input({ now: 9000, status: s, blocked: { ...blocked, pid: PID + 1 } })).reason).not.toContain('blocked in');
+    // Nor is a target that is still starting.
+    expect(decide(input({ now: 3500, status: s, blocked })).reason).not.toContain('blocked in');
+  });
+
   it('becomes stuck exactly at the stall moment, not before', () => {
     const s = status({ target: {} });
     expect(decide(input({ now: 1000 + STALL - 1, status: s })).state).toBe('starting');

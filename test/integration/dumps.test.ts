@@ -36,28 +36,56 @@ async function sandbox(opts: Omit<SandboxOptions, 'root'>): Promise<Sandbox> {
 const dump = (id: string, body: object) => collector.api('POST', `/v1/sandboxes/${id}/dumps`, body);
 
 describe('dumps', () => {
-  it('envd hung on a mutex in cgroup-manager → an automatic threads dump whose top group is the futex wait', async () => {
+  it('envd hung on a mutex in cgroup-manager → an automatic goroutine dump from its memory, and the reason says where', async () => {
     await sandbox({ id: 'auto', envd: ['-hang-in', 'cgroup-manager'] });
     await waitForState(collector, 'auto', 'stuck');
     const ev = await waitFor('the automatic dump', async () => (await allEvents(collector, 'auto', 'dump')).find((e) => e.data.trigger === 'auto'));
-    expect(ev.data).toMatchObject({ mode: 'threads', complete: true });
+    expect(ev.data).toMatchObject({ mode: 'goroutines', complete: true, blockedIn: 'main.(*cgroupManager).acquireRoot' });
     const d = (await collector.api('GET', `/v1/sandboxes/auto/dumps/${ev.data.dumpId}`)).body;
+    expect(d).toMatchObject({ kind: 'goroutines', trigger: 'auto', source: 'memory', pausedMs: 0 });
+    expect(d.note).toMatch(/read from memory: go1\.\d+/);
+    const main = d.goroutineGroups.find((g: any) => g.ids.includes(1));
+    expect(main.blockedIn.func).toBe('main.(*cgroupManager).acquireRoot');
+    // The verdict names it, without anyone pressing a button or killing anything: the API,
+    // the readiness answer the orchestrator polls, and vsockdiag status.
+    const where = 'main goroutine blocked in main.(*cgroupManager).acquireRoot (semacquire)';
+    const sb = await waitFor('the reason to name the blocked frame', async () => {
+      const b = (await collector.api('GET', '/v1/sandboxes/auto')).body;
+      return b.reason.includes(where) ? b : null;
+    });
+    expect(sb.state).toBe('stuck');
+    expect(sb.reason).toMatch(/last phase cgroup-manager .* ago; main goroutine blocked in/);
+    expect(sb.blocked).toMatchObject({ dumpId: ev.data.dumpId, text: where });
+    expect(sb.dumps.some((x: any) => x.id === ev.data.dumpId && x.trigger === 'auto')).toBe(true);
+    const ready = await collector.api('GET', '/v1/sandboxes/auto/readiness');
+    expect(ready.status).toBe(503);
+    expect(ready.body.reason).toContain(where);
+    const status = await cli(collector, ['status', 'auto']);
+    expect(status.stdout).toContain(where);
+    // Nothing was killed: envd is still alive, still stuck in the same place.
+    expect(sb.target.alive).toBe(true);
+    expect((await collector.api('GET', '/v1/sandboxes/auto')).body.target.pid).toBe(sb.target.pid);
+  });
+
+  it('threads on demand: every task of envd with its kernel wait', async () => {
+    await sandbox({ id: 'threads', envd: ['-hang-in', 'cgroup-manager'] });
+    await waitForState(collector, 'threads', ['starting', 'stuck']);
+    const made = await dump('threads', { mode: 'threads' });
+    expect(made.status).toBe(201);
+    const d = (await collector.api('GET', `/v1/sandboxes/threads/dumps/${made.body.id}`)).body;
     expect(d.kind).toBe('threads');
-    expect(d.trigger).toBe('auto');
     const top = d.threads.groups[0];
     expect(`${top.blockedIn} ${top.wchan ?? ''} ${top.syscall.name ?? ''}`).toMatch(/futex/);
     expect(d.text).toMatch(/^threads of pid \d+ \(fake-envd\)/);
-    // Linked from the sandbox.
-    const sb = (await collector.api('GET', '/v1/sandboxes/auto')).body;
-    expect(sb.dumps.some((x: any) => x.id === ev.data.dumpId && x.trigger === 'auto')).toBe(true);
   });
 
   it("a goroutines dump (SIGQUIT, wrap mode) names the fake envd's hang function; the CLI summary shows it", async () => {
     await sandbox({ id: 'quit', mode: 'wrap', envd: ['-hang-in', 'cgroup-manager'] });
     await waitForState(collector, 'quit', ['starting', 'stuck']);
-    const refused = await dump('quit', { mode: 'goroutines' });
-    expect(refused.status).toBe(422);
-    expect(refused.body.error.message).toMatch(/needs --destructive/);
+    // Without --destructive: read from memory, and envd goes on.
+    const live = await dump('quit', { mode: 'goroutines' });
+    expect(live.status).toBe(201);
+    expect(live.body).toMatchObject({ source: 'memory', complete: true, top: { blockedIn: 'main.(*cgroupManager).acquireRoot' } });
     const out = path.join(root, 'quit.txt');
     const res = await cli(collector, ['dump', 'quit', '--mode', 'goroutines', '--destructive', '--out', out]);
     expect(res.code, res.stderr).toBe(0);

@@ -200,7 +200,7 @@ export function buildProgram(): Command {
 
   program
     .command('dump <id>')
-    .description("take a dump of a sandbox's target: threads (harmless), goroutines (pprof, or SIGQUIT with --destructive), native")
+    .description("take a dump of a sandbox's target: threads (harmless), goroutines (pprof or its memory, harmless; SIGQUIT with --destructive), native")
     .addOption(new Option('--mode <mode>', 'what to dump').choices([...DUMP_MODES]).default('threads'))
     .option('--destructive', 'allow SIGQUIT for a Go dump (envd exits; its supervisor restarts it)')
     .option('--out <file>', 'also write the raw dump text to this file')

@@ -34,6 +34,9 @@ export interface CollectorOptions {
   socketGid?: number;
   /** How long one dump's analysis, or one diff, may take in the dump worker (DUMP_ANALYSIS_TIME_LIMIT_MS). */
   dumpAnalysisLimitMs?: number;
+  /** The dump worker's entry; default the bundled dist/dump-worker.js (tests from source pass
+   *  one built from src/dumps/dump-worker.ts: host-collector/test/support/dump-worker.ts). */
+  dumpWorkerUrl?: URL;
   /** Bounds on the event history (per sandbox, by count and bytes, and in total); the
    *  oldest events are pruned as new ones are committed. Defaults: DEFAULT_RETENTION. */
   retention?: Partial<Retention>;
@@ -88,7 +91,11 @@ export class Collector {
       },
       log,
     );
-    this.analyzer = new DumpAnalyzer({ log, ...(opts.dumpAnalysisLimitMs !== undefined ? { timeLimitMs: opts.dumpAnalysisLimitMs } : {}) });
+    this.analyzer = new DumpAnalyzer({
+      log,
+      ...(opts.dumpAnalysisLimitMs !== undefined ? { timeLimitMs: opts.dumpAnalysisLimitMs } : {}),
+      ...(opts.dumpWorkerUrl ? { workerUrl: opts.dumpWorkerUrl } : {}),
+    });
     this.dumps = new DumpService(this.store, this.registry, log, {
       probePort: opts.probePort,
       onStuck: opts.onStuck ?? 'threads',

@@ -3,14 +3,17 @@
 // fresh connection. Either way the answer must come from the sandbox's current generation:
 // an answer that straddles a restore is thrown away and the dump taken again, once.
 //
-// Automatic dumps: on entering `stuck`, a threads dump (and a pprof goroutine dump when
-// the probe has a pprof URL); with --on-stuck=quit also the destructive SIGQUIT dump, so the
-// supervisor restarts envd with the evidence kept. Each is linked from the history.
+// Automatic dumps: on entering `stuck`, a goroutine dump that does not harm the target (read
+// from its memory, or its pprof page); a threads dump when that fails (not a Go target, no
+// ptrace permission); with --on-stuck=quit also the destructive SIGQUIT dump, so the
+// supervisor restarts envd with the evidence kept. Each is linked from the history, and a
+// goroutine dump of the current target tells the verdict where it is blocked.
 // A guest can bring about any number of stuck episodes (each reconnect is a new generation),
 // so automatic sets are rate-limited per sandbox; a set not taken is recorded as skipped.
 
 import { DUMP_MODES, MAX_DUMP_BYTES, type DumpMode } from '@vsockdiag/proto';
 import { topGroup } from '../dumps/analyze.js';
+import { whereBlocked } from '../dumps/where-blocked.js';
 import type { DumpAnalyzer } from './dump-analyzer.js';
 import type { Logger } from './logger.js';
 import { requestViaCommandPort } from './probe-dial.js';
@@ -148,11 +151,16 @@ export class DumpService {
       error,
       note: notes.filter((n) => n !== null).join('; ') || null,
       pid: d?.pid ?? null,
+      pausedMs: d?.pausedMs ?? null,
       createdMs: Date.now(),
       gz,
       bytes,
       analysis,
     });
+    if (analysis?.kind === 'goroutines' && complete && d?.pid !== undefined) {
+      const where = whereBlocked(analysis.goroutineGroups);
+      if (where) sb.noteBlocked({ pid: d.pid, text: where.text, dumpId: id });
+    }
     const top = analysis ? topGroup(analysis) : null;
     sb.recordDump({
       dumpId: id,
@@ -177,9 +185,9 @@ export class DumpService {
     if (h.episode === episode) return;
     h.episode = episode;
     while (h.taken.length > 0 && h.taken[0]! <= now - AUTO_DUMP_WINDOW_MS) h.taken.shift();
-    const wants: DumpRequest[] = [{ mode: 'threads', destructive: false, trigger: 'auto' }];
-    if (sb.probe?.pprof) wants.push({ mode: 'goroutines', destructive: false, trigger: 'auto' });
-    else if (this.opts.onStuck === 'quit') wants.push({ mode: 'goroutines', destructive: true, trigger: 'auto' });
+    const harmless: DumpRequest = { mode: 'goroutines', destructive: false, trigger: 'auto' };
+    const fallback: DumpRequest = { mode: 'threads', destructive: false, trigger: 'auto' };
+    const quit: DumpRequest | null = this.opts.onStuck === 'quit' ? { mode: 'goroutines', destructive: true, trigger: 'auto' } : null;
     if (h.taken.length >= AUTO_DUMP_SETS) {
       const until = h.taken[0]! + AUTO_DUMP_WINDOW_MS;
       this.log.info({ sandbox: id, episode }, 'automatic dumps skipped (rate limit)');
@@ -187,18 +195,24 @@ export class DumpService {
         // Once per pause: the record says until when, so it covers the episodes after it too.
         h.skipNotedUntil = until;
         const error = `skipped: ${AUTO_DUMP_SETS} automatic dump sets in the last ${AUTO_DUMP_WINDOW_MS / 60_000} minutes; none until ${new Date(until).toISOString()}`;
-        for (const req of wants) sb.recordDump({ mode: req.mode, trigger: 'auto', complete: false, error });
+        sb.recordDump({ mode: 'goroutines', trigger: 'auto', complete: false, error });
       }
       return;
     }
     h.taken.push(now);
-    for (const req of wants) {
-      try {
-        await this.take(sb, req);
-      } catch (err) {
-        this.log.warn({ sandbox: id, mode: req.mode, err: (err as Error).message }, 'automatic dump failed');
-        sb.recordDump({ mode: req.mode, trigger: 'auto', complete: false, error: (err as Error).message });
-      }
+    if (!(await this.autoDump(sb, harmless))) await this.autoDump(sb, fallback);
+    if (quit) await this.autoDump(sb, quit);
+  }
+
+  /** One automatic dump; a failure goes into the history. True when a dump was stored. */
+  private async autoDump(sb: Sandbox, req: DumpRequest): Promise<boolean> {
+    try {
+      const d = await this.take(sb, req);
+      return d.error === null;
+    } catch (err) {
+      this.log.warn({ sandbox: sb.id, mode: req.mode, err: (err as Error).message }, 'automatic dump failed');
+      sb.recordDump({ mode: req.mode, trigger: 'auto', complete: false, error: (err as Error).message });
+      return false;
     }
   }
 }

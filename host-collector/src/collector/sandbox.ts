@@ -75,6 +75,9 @@ export class Sandbox extends EventEmitter implements SessionHost {
   readyAt: number | null = null;
   /** Kernel messages worth seeing (host ms). */
   kernel: KernelNote[] = [];
+  /** Where the newest goroutine dump of a target found it blocked (dumps/where-blocked.ts);
+   *  the verdict names it while that pid is still the target. */
+  blocked: { pid: number; text: string; dumpId: number } | null = null;
   /** Guest wall clock minus host wall clock, from the last hello or system sample. */
   skewMs: number | null = null;
   private server: net.Server | null = null;
@@ -326,6 +329,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   private verdictInput(now: number, conditionsNow: readonly Condition[]): VerdictInput {
     const { status, toHost } = this;
     return {
+      blocked: this.blocked,
       conditions: conditionsNow,
       conditionsRecheckAt: status ? conditionsRecheckAt({ status, toHost, now, settings: this.conditionSettings }) : null,
       now,
@@ -382,6 +386,12 @@ export class Sandbox extends EventEmitter implements SessionHost {
       const timer = setTimeout(() => done(false), ms);
       this.once('connected', onConnected);
     });
+  }
+
+  /** A goroutine dump found the target blocked somewhere: the stuck reason says where. */
+  noteBlocked(blocked: { pid: number; text: string; dumpId: number }): void {
+    this.blocked = blocked;
+    this.evaluate();
   }
 
   /** A dump was taken (or failed): into the history, and linked from the sandbox. */

@@ -61,6 +61,8 @@ export interface DumpRecord {
   error: string | null;
   note: string | null;
   pid: number | null;
+  /** How long the probe stopped the target for the dump (0: read running; null: not said). */
+  pausedMs?: number | null;
   createdMs: number;
   /** The dump's bytes as they arrived, gzipped (by the dump worker, off the main thread). */
   gz: Buffer;
@@ -237,12 +239,14 @@ export class Store {
         created_ms INTEGER NOT NULL,
         bytes INTEGER NOT NULL,
         text BLOB NOT NULL,
-        analysis TEXT NOT NULL
+        analysis TEXT NOT NULL,
+        paused_ms REAL
       );
       CREATE INDEX IF NOT EXISTS dumps_by_sandbox ON dumps (sandbox_id, id);
       CREATE UNIQUE INDEX IF NOT EXISTS events_by_seq ON events (sandbox_id, generation, seq) WHERE seq IS NOT NULL;
     `);
     this.addEventBytes();
+    this.addDumpPause();
     this.stmt = {
       upsertSandbox: this.db.prepare(
         `INSERT INTO sandboxes (id, uds_path, source, generation, created_ms) VALUES (@id, @udsPath, @source, @generation, @createdMs)
@@ -262,8 +266,8 @@ export class Store {
          VALUES (?, ?, ?, ?, ?)`,
       ),
       insertDump: this.db.prepare(
-        `INSERT INTO dumps (sandbox_id, generation, mode, source, trigger, complete, error, note, pid, created_ms, bytes, text, analysis)
-         VALUES (@sandboxId, @generation, @mode, @source, @trigger, @complete, @error, @note, @pid, @createdMs, @bytes, @text, @analysis)`,
+        `INSERT INTO dumps (sandbox_id, generation, mode, source, trigger, complete, error, note, pid, created_ms, bytes, text, analysis, paused_ms)
+         VALUES (@sandboxId, @generation, @mode, @source, @trigger, @complete, @error, @note, @pid, @createdMs, @bytes, @text, @analysis, @pausedMs)`,
       ),
       listDumps: this.db.prepare(
         `SELECT ${DUMP_COLUMNS} FROM dumps WHERE sandbox_id = ? ORDER BY id DESC LIMIT ?`,
@@ -336,6 +340,12 @@ export class Store {
       this.enforceTotal();
       for (const id of all) this.saveUsage(id);
     })();
+  }
+
+  /** A database from before dumps recorded how long they stopped the target. */
+  private addDumpPause(): void {
+    const columns = this.db.prepare('PRAGMA table_info(dumps)').all() as Array<{ name: string }>;
+    if (!columns.some((c) => c.name === 'paused_ms')) this.db.exec('ALTER TABLE dumps ADD COLUMN paused_ms REAL');
   }
 
   /** A database from before byte quotas: give every event its size, and total them once. */
@@ -580,6 +590,7 @@ export class Store {
       const r = this.stmt.insertDump.run({
         ...rest,
         complete: d.complete ? 1 : 0,
+        pausedMs: d.pausedMs ?? null,
         text: gz,
         analysis: JSON.stringify(d.analysis),
       });
@@ -633,7 +644,7 @@ function excess(n: number, max: number): number {
   return n > max ? n - Math.floor(max * KEEP_AFTER_PRUNE) : 0;
 }
 
-const DUMP_COLUMNS = `id, sandbox_id AS sandboxId, generation, mode, source, trigger, complete, error, note, pid,
+const DUMP_COLUMNS = `id, sandbox_id AS sandboxId, generation, mode, source, trigger, complete, error, note, pid, paused_ms AS pausedMs,
   created_ms AS createdMs, bytes, analysis`;
 
 interface DumpRow extends Omit<StoredDump, 'complete' | 'analysis'> {

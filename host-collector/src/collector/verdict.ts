@@ -30,6 +30,9 @@ export interface VerdictInput {
   conditions?: readonly Condition[];
   /** When a condition may appear with no new input (see conditionsRecheckAt). */
   conditionsRecheckAt?: number | null;
+  /** Where a goroutine dump of the target found it blocked (dumps/where-blocked.ts): named in
+   *  a stuck reason while `pid` is still the target's. */
+  blocked?: { pid: number; text: string } | null;
 }
 
 export interface Verdict {
@@ -140,6 +143,7 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
   else if (!notAccepting && now >= deadlineAt) {
     verdict.reason = `${alive}, ${what}, not ready by the ${formatDuration(v.startDeadlineMs)} start deadline, ${lastPhase}`;
   } else verdict.reason = `${alive}, ${what}, ${lastPhase}`;
+  if (verdict.state === 'stuck' && v.blocked && v.blocked.pid === target.pid) verdict.reason += `; ${v.blocked.text}`;
   return verdict;
 }
 

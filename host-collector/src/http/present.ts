@@ -81,6 +81,8 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     phases,
     morePhases,
     dumps: sb.recentDumps.map((d) => ({ ...d, at: new Date(d.at).toISOString() })),
+    /** Where the newest goroutine dump of the current target found it blocked (also in a stuck reason). */
+    blocked: sb.blocked && sb.status?.target?.pid === sb.blocked.pid ? sb.blocked : null,
     counters: sb.counters,
   };
 }
@@ -99,6 +101,8 @@ export function dumpBrief(d: StoredDump) {
     error: d.error,
     note: d.note,
     pid: d.pid,
+    /** How long the target was stopped for the dump (0: read while it ran; null: not said). */
+    pausedMs: d.pausedMs ?? null,
     bytes: d.bytes,
     createdMs: d.createdMs,
     createdAt: new Date(d.createdMs).toISOString(),
