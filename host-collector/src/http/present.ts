@@ -114,6 +114,8 @@ export function dumpDetail(d: StoredDump, text: string) {
     ...(a?.kind === 'goroutines'
       ? {
           goroutines: a.goroutines,
+          ...(a.headers !== undefined ? { headers: a.headers } : {}),
+          ...(a.unparsed ? { unparsed: a.unparsed, unparsedHeaders: a.unparsedHeaders ?? [] } : {}),
           goroutineGroups: a.goroutineGroups,
           ...(a.reason ? { reason: a.reason } : {}),
           ...(a.truncated ? { truncated: true } : {}),
@@ -142,6 +144,8 @@ export function analysisOf(d: ReturnType<typeof dumpDetail>): DumpAnalysis {
     return {
       kind: 'goroutines',
       goroutines: d.goroutines!,
+      ...(d.headers !== undefined ? { headers: d.headers } : {}),
+      ...(d.unparsed ? { unparsed: d.unparsed, unparsedHeaders: d.unparsedHeaders ?? [] } : {}),
       goroutineGroups: d.goroutineGroups,
       ...(d.reason ? { reason: d.reason } : {}),
       ...(d.truncated ? { truncated: true } : {}),
