@@ -2,6 +2,7 @@
 // for a terminal, and compare two of them. The API, the CLI (`dump`, `parse-dump`) and
 // automatic dumps all go through here, so they show the same structure.
 
+import { groupByCreator, summarizeCreators, type CreatorGroup } from './creators.js';
 import { detectDumpKind } from './detect.js';
 import { diffDumps, diffThreads } from './diff.js';
 import { parseGoroutines, type GoroutineDump } from './goroutines.js';
@@ -40,6 +41,8 @@ export type DumpAnalysis =
       /** Lines too long to read (MAX_DUMP_LINE_CHARS), when there were any. */
       longLines?: number;
       goroutineGroups: GoroutineGroup[];
+      /** The same goroutines by creator (creators.ts). Absent in analyses stored before it. */
+      creatorGroups?: CreatorGroup[];
     }
   | {
       kind: 'threads';
@@ -60,6 +63,7 @@ export function analyzeDump(text: string): DumpAnalysis {
         ...(dump.truncated ? { truncated: true } : {}),
         ...(dump.longLines ? { longLines: dump.longLines } : {}),
         goroutineGroups: groupGoroutines(dump),
+        creatorGroups: groupByCreator(dump),
       };
     }
     case 'threads': {
@@ -122,13 +126,24 @@ export function topGroup(a: DumpAnalysis): { blockedIn: string; count: number } 
   return null;
 }
 
-/** The compact terminal view: one line per group (count, state, wait, blocked-in frame, labels). */
+/** How many creator groups the terminal view lists after the stack groups. */
+export const SUMMARY_CREATORS = 10;
+
+/**
+ * The compact terminal view: one line per stack group (count, state, wait, blocked-in frame,
+ * labels), then the largest creator groups (count, creator, states, blocked-in frames).
+ */
 export function summarizeAnalysis(a: DumpAnalysis, limit = 20): string {
   switch (a.kind) {
     case 'goroutines': {
       const warning = parseWarning(a);
       const head = `${a.goroutines} goroutines in ${a.goroutineGroups.length} groups${a.truncated ? ' (dump cut short)' : ''}${longLinesNote(a.longLines)}`;
-      return `${head}${warning ? `\nwarning: ${warning}` : ''}\n${summarize(a.goroutineGroups, { limit })}\n`;
+      let out = `${head}${warning ? `\nwarning: ${warning}` : ''}\n${summarize(a.goroutineGroups, { limit })}\n`;
+      const creators = a.creatorGroups;
+      if (creators?.length) {
+        out += `\nby creator (${creators.length} creator${creators.length === 1 ? '' : 's'}):\n${summarizeCreators(creators, { limit: SUMMARY_CREATORS })}\n`;
+      }
+      return out;
     }
     case 'threads':
       return `${a.threads.tasks} threads of pid ${a.threads.pid} (${a.threads.comm}) in ${a.threads.groups.length} groups${longLinesNote(a.threads.longLines)}\n${summarizeThreads(a.threads.groups, { limit })}\n`;

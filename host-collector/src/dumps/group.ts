@@ -12,7 +12,8 @@
 // Labels do not split a group: they mostly carry per-request values (a request or trace id),
 // and a group per value would scatter a thousand identical waiters into a thousand rows, the
 // opposite of what grouping is for. A group lists its members' label sets instead, the most
-// common first (labelSets).
+// common first (labelSets). For the goroutines of one `go` statement whatever their stacks
+// and states, see creators.ts.
 //
 // blockedIn — the frame a group is "stuck in" — is the innermost frame that is not Go
 // runtime/stdlib plumbing. Plumbing is, in two tiers:
@@ -117,7 +118,8 @@ export function blockedInFrame(frames: readonly Frame[]): Frame | undefined {
   return frames[0];
 }
 
-function stackKey(g: Goroutine): string {
+/** The identity of a goroutine's stack group (see the top of this file). */
+export function stackKey(g: Goroutine): string {
   const flags = `${g.lockedToThread ? 1 : 0}${g.elided ? 1 : 0}${g.stackUnavailable ? 1 : 0}${g.leaked ? 1 : 0}${g.durable ? 1 : 0}${g.unparsed ? 1 : 0}`;
   let key = `${g.state}\u0000${flags}`;
   for (const f of g.frames) key += `\u0000${f.func}\u0001${f.file}\u0001${f.line}`;
@@ -249,11 +251,13 @@ function baseName(file: string): string {
   return i >= 0 ? file.slice(i + 1) : file;
 }
 
-function where(f: Pick<Frame, 'func' | 'file' | 'line'>): string {
+/** "FUNC (file.go:LINE)", or FUNC alone when the file is unknown. */
+export function where(f: Pick<Frame, 'func' | 'file' | 'line'>): string {
   return f.file ? `${f.func} (${baseName(f.file)}:${f.line})` : f.func;
 }
 
-function flaggedState(g: Pick<GoroutineGroup, 'state' | 'leaked' | 'durable'>): string {
+/** The state with its flags, as the header printed them: "chan receive (leaked)". */
+export function flaggedState(g: Pick<GoroutineGroup, 'state' | 'leaked' | 'durable'>): string {
   return `${g.state}${g.leaked ? ' (leaked)' : ''}${g.durable ? ' (durable)' : ''}`;
 }
 
