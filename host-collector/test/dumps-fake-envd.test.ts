@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
 import { detectDumpKind } from '../src/dumps/detect.js';
 import { parseGoroutines } from '../src/dumps/goroutines.js';
+import { groupByCreator, summarizeCreators } from '../src/dumps/creators.js';
 import { groupGoroutines, summarize } from '../src/dumps/group.js';
 
 const haveGo = spawnSync(process.env.GO || 'go', ['version'], { stdio: 'ignore' }).status === 0;
@@ -89,7 +90,11 @@ describe.skipIf(!haveGo)('SIGQUIT dumps of the live fake envd', () => {
     expect(top.application).toBe(true);
   });
 
-  it('with an MMDS storm of 200 pollers: one group of >= 150 identical pollers', { timeout: 320_000 }, async () => {
+  // Where each poller is caught (waiting for its tick, dialling, reading, in net/http's
+  // plumbing) depends on the timing: on a busy machine the 200 split into several stack
+  // groups. By creator they are one group whatever the timing, and that is what is asserted;
+  // of the stack groups, only what holds at any instant.
+  it('with an MMDS storm of 200 pollers: one creator group of 200, whatever their stacks', { timeout: 320_000 }, async () => {
     const port = await closedPort();
     const { stderr, code } = await sigquitDump(
       [
@@ -101,15 +106,28 @@ describe.skipIf(!haveGo)('SIGQUIT dumps of the live fake envd', () => {
     );
     expect(code).toBe(2);
     const dump = parseGoroutines(stderr);
+    expect(dump.headers).toBe(dump.goroutines.length);
+    expect(dump.goroutines.filter((g) => g.unparsed)).toEqual([]);
     const groups = groupGoroutines(dump);
-    console.log(`live fake envd dump with an MMDS storm (${dump.goroutines.length} goroutines):\n${summarize(groups, { limit: 8 })}`);
-    const pollers = groups.find((g) => g.blockedIn?.func === 'main.pollForMMDSOpts' && g.count >= 150);
-    expect(pollers, 'a group of >= 150 pollers').toBeDefined();
-    expect(pollers?.ids).toHaveLength(20);
-    expect(pollers?.createdBy?.func).toBe('main.startMMDSPoller');
+    const creators = groupByCreator(dump);
+    console.log(
+      `live fake envd dump with an MMDS storm (${dump.goroutines.length} goroutines):\n${summarize(groups, { limit: 8 })}\nby creator:\n${summarizeCreators(creators, { limit: 5 })}`,
+    );
+    const storm = creators.filter((c) => c.createdBy?.func === 'main.startMMDSPoller');
+    expect(storm.map((c) => c.count)).toEqual([200]);
+    expect(storm[0]!.ids).toHaveLength(20);
+    expect(storm[0]!.application).toBe(true);
+    expect(storm[0]!.states.reduce((n, s) => n + s.count, 0)).toBe(200);
+    // It leads the creator view: the largest creator in application code (net/http's dialers
+    // may be as many, but are not application code).
+    expect(creators[0]).toBe(storm[0]);
+    // However the stack groups split, together they hold the 200 pollers.
+    const pollerGroups = groups.filter((g) => g.createdBy?.func === 'main.startMMDSPoller');
+    expect(pollerGroups.reduce((n, g) => n + g.count, 0)).toBe(200);
+    expect(pollerGroups.length).toBe(storm[0]!.stackGroups);
     const hung = groups.find((g) => g.blockedIn?.func === 'main.(*cgroupManager).acquireRoot');
     expect(['sync.Mutex.Lock', 'semacquire']).toContain(hung?.state);
-    // All waits are under a minute here, so the larger application group leads.
+    // Application groups lead, whatever the waits.
     expect(groups[0]?.application).toBe(true);
   });
 });

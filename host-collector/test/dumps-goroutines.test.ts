@@ -1,12 +1,15 @@
 // Go traceback parser (src/dumps/goroutines.ts): a real Go 1.19 SIGQUIT dump of the
-// fake envd (fixture), hand-written samples of newer and older formats, garbage and
-// truncated input, and a 10,000-goroutine synthetic dump.
+// fake envd (fixture), hand-written samples of newer and older formats (Go 1.26/1.27 labels
+// and state flags among them), garbage and truncated input, headers the parser does not
+// understand (kept and counted), and 250- and 10,000-goroutine synthetic dumps.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { analyzeDump, summarizeAnalysis } from '../src/dumps/analyze.js';
 import { detectDumpKind } from '../src/dumps/detect.js';
-import { packageOf, parseGoroutines, type Goroutine } from '../src/dumps/goroutines.js';
+import { packageOf, parseGoroutineHeader, parseGoroutines, type Goroutine } from '../src/dumps/goroutines.js';
+import { formatLabels, goQuote } from '../src/dumps/labels.js';
 import { groupGoroutines, summarize } from '../src/dumps/group.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'dumps');
@@ -337,6 +340,206 @@ describe('parseGoroutines: newer formats (hand-written)', () => {
   });
 });
 
+// Go 1.26 (GODEBUG=tracebacklabels=1) and Go 1.27 (the default) headers, as
+// runtime.goroutineheader prints them: state flags in the order (leaked) (scan) (durable),
+// then ", N minutes", ", locked to thread", ", synctest bubble N", "]", then " {k: v, …}".
+const GO127 = `SIGQUIT: quit
+PC=0x47f3e1 m=0 sigcode=0
+
+goroutine 1 gp=0xc000002380 m=nil [sync.Mutex.Lock, 2 minutes]:
+sync.runtime_SemacquireMutex(0x5c9f90?, 0x0?, 0x0?)
+\t/usr/local/go/src/runtime/sema.go:95 +0x25
+main.(*cgroupManager).acquireRoot(0xc0000a6000)
+\t/src/envd/phases.go:252 +0x33
+main.main()
+\t/src/envd/main.go:190 +0x185
+
+goroutine 18 gp=0xc000102000 m=nil [IO wait] {worker: mmds, request: "PUT /latest/api/token"}:
+internal/poll.runtime_pollWait(0x7f2b3c3a5e38, 0x77)
+\t/usr/local/go/src/runtime/netpoll.go:351 +0x85
+main.pollForMMDSOpts({0x740ad0, 0xc0000a4000}, {0xc00001a078, 0x16}, 0x0)
+\t/src/envd/mmds.go:29 +0xf2
+created by main.startMMDSPoller in goroutine 1
+\t/src/envd/phases.go:201 +0x210
+
+goroutine 19 gp=0xc000102380 m=nil [chan receive (leaked), 12 minutes]:
+main.leaky(0xc0000b2000)
+\t/src/envd/leak.go:14 +0x2c
+created by main.main in goroutine 1
+\t/src/envd/main.go:170 +0x99
+
+goroutine 20 gp=0xc000102700 m=nil [chan receive (leaked) (scan)] {"a b": "x\\ty", "": "\\u00e9\\U0001f600\\x01", "q\\"uote": "[]{}:,"}:
+main.leaky(0xc0000b2100)
+\t/src/envd/leak.go:14 +0x2c
+created by main.main in goroutine 1
+\t/src/envd/main.go:170 +0x99
+
+goroutine 21 gp=0xc000102a80 m=nil [select (durable), synctest bubble 2]:
+main.inBubble()
+\t/src/envd/bubble_test.go:9 +0x1a
+
+goroutine 22 gp=0xc000102e00 m=3 mp=0xc000080008 [running] {k: }:
+\tgoroutine running on other thread; stack unavailable
+created by main.main in goroutine 1
+\t/src/envd/main.go:171 +0x9f
+
+goroutine 23 gp=0xc000103180 m=nil [select] {k: "never closed}:
+main.ticker()
+\t/src/envd/tick.go:5 +0x10
+
+goroutine 24 gp=0xc000103500 m=nil [select] a future item:
+main.ticker()
+\t/src/envd/tick.go:5 +0x10
+`;
+
+describe('parseGoroutines: Go 1.26 and 1.27 headers (hand-written)', () => {
+  const dump = parseGoroutines(GO127);
+
+  it('reads every goroutine: labels, state flags, and the headers it does not understand', () => {
+    expect(dump.goroutines.map((g) => g.id)).toEqual([1, 18, 19, 20, 21, 22, 23, 24]);
+    expect(dump.headers).toBe(8);
+    expect(byId(dump.goroutines, 1)).toMatchObject({ state: 'sync.Mutex.Lock', waitMinutes: 2 });
+    expect(byId(dump.goroutines, 1).labels).toBeUndefined();
+    expect({ ...byId(dump.goroutines, 18).labels }).toEqual({ worker: 'mmds', request: 'PUT /latest/api/token' });
+    expect(byId(dump.goroutines, 18).state).toBe('IO wait');
+    expect(byId(dump.goroutines, 19)).toMatchObject({ state: 'chan receive', leaked: true, waitMinutes: 12 });
+    const g20 = byId(dump.goroutines, 20);
+    expect(g20).toMatchObject({ state: 'chan receive', leaked: true });
+    expect({ ...g20.labels }).toEqual({ 'a b': 'x\ty', '': 'é😀\u0001', 'q"uote': '[]{}:,' });
+    expect(byId(dump.goroutines, 21)).toMatchObject({ state: 'select', durable: true, notes: ['synctest bubble 2'] });
+    expect(byId(dump.goroutines, 22)).toMatchObject({ state: 'running', stackUnavailable: true });
+    expect({ ...byId(dump.goroutines, 22).labels }).toEqual({ k: '' });
+    // Not understood: kept, marked, frames read.
+    for (const [id, line] of [[23, 41], [24, 45]] as const) {
+      const g = byId(dump.goroutines, id);
+      expect(g).toMatchObject({ unparsed: true, state: '?', headerLine: line });
+      expect(GO127.split('\n')[line - 1]).toBe(g.header);
+      expect(g.frames.map((f) => f.func)).toEqual(['main.ticker']);
+    }
+    expect(dump.truncated).toBeUndefined();
+    expect(dump.skippedLines).toBe(0);
+  });
+
+  it('a "__proto__" label is a label like any other', () => {
+    const h = parseGoroutineHeader('goroutine 5 [select] {__proto__: x, constructor: y}:');
+    expect(Object.keys(h!.labels!)).toEqual(['__proto__', 'constructor']);
+    expect(h!.labels!['__proto__']).toBe('x');
+    expect(JSON.parse(JSON.stringify(analyzeDump(`goroutine 5 [select] {__proto__: x}:\nmain.f()\n\t/a.go:1\n`)))).toMatchObject({
+      goroutineGroups: [{ labelSets: [{ labels: { ['__proto__']: 'x' }, count: 1 }] }],
+    });
+  });
+
+  it('prints labels back as Go does, escaped for a terminal', () => {
+    expect(formatLabels(byId(dump.goroutines, 18).labels!)).toBe('{worker: mmds, request: "PUT /latest/api/token"}');
+    expect(formatLabels(byId(dump.goroutines, 20).labels!)).toBe('{"a b": "x\\ty", : "\\u00e9\\U0001f600\\x01", "q\\"uote": "[]{}:,"}');
+    expect(goQuote('\u001b[31m\u009b\u2028')).toBe('"\\x1b[31m\\u009b\\u2028"');
+  });
+
+  it('groups: flags split stack groups, labels do not; the analysis says what it did not understand', () => {
+    const groups = groupGoroutines(dump);
+    const leaked = groups.filter((g) => g.leaked);
+    expect(leaked.map((g) => [g.count, g.state, g.ids])).toEqual([[2, 'chan receive', [19, 20]]]);
+    expect(leaked[0]!.labelled).toBe(1);
+    expect(leaked[0]!.labelSets).toHaveLength(1);
+    expect(groups.find((g) => g.durable)?.ids).toEqual([21]);
+    expect(groups.filter((g) => g.unparsed).map((g) => [g.state, g.count])).toEqual([['?', 2]]);
+
+    const a = analyzeDump(GO127);
+    expect(a).toMatchObject({ kind: 'goroutines', goroutines: 8, headers: 8, unparsed: 2 });
+    if (a.kind !== 'goroutines') throw new Error('not goroutines');
+    expect(a.unparsedHeaders?.map((h) => [h.line, h.id])).toEqual([[41, 23], [45, 24]]);
+    const text = summarizeAnalysis(a);
+    console.log(`Go 1.27 sample:\n${text}`);
+    expect(text.split('\n')[1]).toBe('warning: 2 goroutine headers not understood (kept as state "?"; lines 41, 45)');
+    expect(text).toContain('chan receive (leaked)');
+    expect(text).toContain('labels {worker: mmds, request: "PUT /latest/api/token"}');
+    expect(text).toMatch(/\n\nby creator \(4 creators\):\n4 {2}no creator .*\n2 {2}created by main\.main \(main\.go:170\) +1 stack +2 chan receive \(leaked\) {2}blocked in main\.leaky \(leak\.go:14\)\n/);
+  });
+});
+
+/**
+ * A Go 1.27 SIGQUIT dump of `n` goroutines, all but goroutine 1 and two others labelled (as
+ * with tracebacklabels on): pollers, handlers with per-request labels, leaked waiters.
+ * `broken` goroutines get a labels block this parser cannot read.
+ */
+function labelledDump(n: number, broken: ReadonlySet<number> = new Set()): string {
+  const out: string[] = ['SIGQUIT: quit', 'PC=0x47f3e1 m=0 sigcode=0', ''];
+  for (let id = 1; id <= n; id++) {
+    const gp = `gp=0xc000${(0x100000 + id * 0x380).toString(16)} m=nil`;
+    let labels = id === 1 || id === 77 || id === 150 ? '' : id % 3 === 0 ? ` {worker: mmds, n: ${id % 5}}` : ` {route: "POST /init", request: "req-${id}"}`;
+    if (broken.has(id)) labels = ` {route: "POST /init}`;
+    if (id === 1) {
+      out.push(`goroutine 1 ${gp} [sync.Mutex.Lock, 3 minutes]:`, 'main.(*cgroupManager).acquireRoot(0xc0000a6000)', '\t/src/envd/phases.go:252 +0x33');
+      out.push('main.main()', '\t/src/envd/main.go:190 +0x185', '');
+      continue;
+    }
+    if (id % 3 === 0) {
+      const state = id % 2 ? 'IO wait' : 'select';
+      out.push(`goroutine ${id} ${gp} [${state}]${labels}:`);
+      if (id % 2) out.push('internal/poll.runtime_pollWait(0x7f2b3c3a5e38, 0x77)', '\t/usr/local/go/src/runtime/netpoll.go:351 +0x85');
+      else out.push('runtime.selectgo(0xc0006cff70, 0xc0006cff40, 0x0?, 0x0, 0x0?, 0x1)', '\t/usr/local/go/src/runtime/select.go:335 +0x7a5');
+      out.push(`main.pollForMMDSOpts({0x740ad0, 0xc0000a4000}, 0x${id.toString(16)})`, `\t/src/envd/mmds.go:${id % 2 ? 48 : 29} +0xf2`);
+      out.push('created by main.startMMDSPoller in goroutine 1', '\t/src/envd/phases.go:201 +0x210', '');
+    } else {
+      out.push(`goroutine ${id} ${gp} [chan receive${id % 7 === 0 ? ' (leaked)' : ''}, ${id % 4} minutes]${labels}:`);
+      out.push('main.(*handler).init(0xc0001a6000)', '\t/src/envd/init.go:61 +0x1d2');
+      out.push('created by net/http.(*Server).Serve in goroutine 12', '\t/usr/local/go/src/net/http/server.go:3360 +0x485', '');
+    }
+  }
+  return out.join('\n');
+}
+
+describe('parseGoroutines: 250 goroutines with labels (Go 1.27)', () => {
+  it('reads all 250, with their labels; none unparsed; the count matches', () => {
+    const text = labelledDump(250);
+    expect(detectDumpKind(text)).toBe('goroutines');
+    const dump = parseGoroutines(text);
+    expect(dump.goroutines).toHaveLength(250);
+    expect(dump.headers).toBe(250);
+    expect(dump.goroutines.filter((g) => g.unparsed)).toEqual([]);
+    expect(dump.goroutines.filter((g) => g.labels).length).toBe(247);
+    expect({ ...byId(dump.goroutines, 4).labels }).toEqual({ route: 'POST /init', request: 'req-4' });
+    expect(byId(dump.goroutines, 14)).toMatchObject({ state: 'chan receive', leaked: true, waitMinutes: 2 });
+    const a = analyzeDump(text);
+    if (a.kind !== 'goroutines') throw new Error('not goroutines');
+    expect(a).toMatchObject({ goroutines: 250, headers: 250 });
+    expect(a.unparsed).toBeUndefined();
+    // Handlers: one stack group per state/flag however many request ids; their label sets listed.
+    const handlers = a.goroutineGroups.filter((g) => g.blockedIn?.func === 'main.(*handler).init');
+    expect(handlers.map((g) => [g.leaked ?? false, g.count])).toEqual([[false, 142], [true, 24]]);
+    expect(handlers[0]!.labelled).toBe(142);
+    expect(handlers[0]!.labelSets).toHaveLength(5);
+    expect(handlers[0]!.labelSetsTotal).toBe(142);
+    expect(handlers[1]!.labelled).toBe(23); // goroutine 77 has none
+    const pollers = a.goroutineGroups.filter((g) => g.createdBy?.func === 'main.startMMDSPoller');
+    expect(pollers.map((g) => g.count).sort()).toEqual([41, 42]);
+    expect(pollers.find((g) => g.state === 'IO wait')!.labelSets!.map((s) => s.count)).toEqual([9, 9, 8, 8, 8]);
+    const summary = summarizeAnalysis(a);
+    console.log(`250 labelled goroutines:\n${summary}`);
+    expect(summary.split('\n')[0]).toBe(`250 goroutines in ${a.goroutineGroups.length} groups`);
+    expect(summary).not.toContain('warning');
+  });
+
+  it('keeps and marks the ones whose labels it cannot read, and says so', () => {
+    const broken = new Set([5, 6, 100, 101, 200]);
+    const text = labelledDump(250, broken);
+    const a = analyzeDump(text);
+    if (a.kind !== 'goroutines') throw new Error('not goroutines');
+    expect(a).toMatchObject({ goroutines: 250, headers: 250, unparsed: 5 });
+    const lines = text.split('\n');
+    for (const h of a.unparsedHeaders!) {
+      expect(broken.has(h.id)).toBe(true);
+      expect(lines[h.line - 1]).toBe(h.text);
+    }
+    const unparsed = a.goroutineGroups.filter((g) => g.unparsed);
+    expect(unparsed.reduce((n, g) => n + g.count, 0)).toBe(5);
+    // Their frames were read: the creator view still counts them with their storm.
+    const byCreator = a.creatorGroups!.find((c) => c.createdBy?.func === 'main.startMMDSPoller')!;
+    expect(byCreator).toMatchObject({ count: 83, unparsed: 1 });
+    expect(summarizeAnalysis(a).split('\n')[1]).toMatch(/^warning: 5 goroutine headers not understood \(kept as state "\?"; lines \d+, \d+, \d+, \d+, \d+\)$/);
+  });
+});
+
 describe('parseGoroutines: Go 1.17 format (hand-written)', () => {
   const dump = parseGoroutines(GO117);
 
@@ -433,9 +636,9 @@ describe('parseGoroutines: garbage and truncation', () => {
 
   it('plain prose and empty input give no goroutines', () => {
     const prose = 'The quick brown fox (jumps) over\n\tthe lazy dog:12\ngoroutines are great [really]:\n';
-    expect(parseGoroutines(prose)).toEqual({ goroutines: [], skippedLines: 3 });
-    expect(parseGoroutines('')).toEqual({ goroutines: [], skippedLines: 0 });
-    expect(parseGoroutines(undefined as unknown as string)).toEqual({ goroutines: [], skippedLines: 0 });
+    expect(parseGoroutines(prose)).toEqual({ goroutines: [], skippedLines: 3, headers: 0 });
+    expect(parseGoroutines('')).toEqual({ goroutines: [], skippedLines: 0, headers: 0 });
+    expect(parseGoroutines(undefined as unknown as string)).toEqual({ goroutines: [], skippedLines: 0, headers: 0 });
     expect(detectDumpKind(prose)).toBe('unknown');
   });
 

@@ -83,6 +83,52 @@ describe('groupGoroutines', () => {
     expect(groups[1]?.createdBy).toEqual({ func: 'main.main', pkg: 'main', file: '/src/m.go', line: 5 });
   });
 
+  it('splits on the state flags (leaked, durable) and keeps unparsed headers apart', () => {
+    const base = stack('x');
+    const groups = groupGoroutines([
+      g(1, 'chan receive', base),
+      g(2, 'chan receive', base, { leaked: true }),
+      g(3, 'chan receive', base, { leaked: true }),
+      g(4, 'chan receive', base, { durable: true }),
+      g(5, '?', base, { unparsed: true, header: 'goroutine 5 [x] ??:', headerLine: 9 }),
+      g(6, '?', base),
+    ]);
+    expect(groups.map((x) => [x.ids, x.leaked, x.durable, x.unparsed])).toEqual([
+      [[2, 3], true, undefined, undefined],
+      [[1], undefined, undefined, undefined],
+      [[4], undefined, true, undefined],
+      [[5], undefined, undefined, true],
+      [[6], undefined, undefined, undefined],
+    ]);
+  });
+
+  it('does not split on labels: lists the label sets, the most common first', () => {
+    const base = stack('x');
+    const labels = (o: Record<string, string>) => Object.assign(Object.create(null) as Record<string, string>, o);
+    const gs = [
+      g(1, 'select', base),
+      ...Array.from({ length: 8 }, (_, i) => g(10 + i, 'select', base, { labels: labels({ req: `r${i}`, worker: 'mmds' }) })),
+      ...Array.from({ length: 3 }, (_, i) => g(30 + i, 'select', base, { labels: labels({ worker: 'mmds', req: 'r5' }) })),
+      g(40, 'select', base, { labels: labels(JSON.parse('{"__proto__": "p"}') as Record<string, string>) }),
+    ];
+    const groups = groupGoroutines(gs);
+    expect(groups).toHaveLength(1);
+    const grp = groups[0]!;
+    expect(grp).toMatchObject({ count: 13, labelled: 12, labelSetsTotal: 9 });
+    // {req: r5, worker: mmds} in either key order is one set of 4; then the others as first seen.
+    expect(grp.labelSets!.map((x) => [{ ...x.labels }, x.count])).toEqual([
+      [{ req: 'r5', worker: 'mmds' }, 4],
+      [{ req: 'r0', worker: 'mmds' }, 1],
+      [{ req: 'r1', worker: 'mmds' }, 1],
+      [{ req: 'r2', worker: 'mmds' }, 1],
+      [{ req: 'r3', worker: 'mmds' }, 1],
+    ]);
+    expect(summarize(groups)).toBe('13  select  -  blocked in main.loop (a.go:10)  labels {req: r5, worker: mmds} ×4, +8 more sets, 1 without');
+    // The group's sets are copies: the goroutines' own objects are not shared.
+    expect(grp.labelSets![0]!.labels).not.toBe(gs[6]!.labels);
+    expect(groupGoroutines([gs[12]!])[0]!.labelSets![0]!.labels['__proto__']).toBe('p');
+  });
+
   it('orders by application frame, then wait, then count, then id', () => {
     const runtimeOnly = [frame('runtime.gopark'), frame('runtime.bgscavenge')];
     const app = (line: number) => [frame('runtime.gopark'), frame('main.f', '/src/a.go', line)];

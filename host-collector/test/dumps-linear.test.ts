@@ -7,18 +7,28 @@
 import { describe, expect, it } from 'vitest';
 import { analyzeDump } from '../src/dumps/analyze.js';
 import { detectDumpKind } from '../src/dumps/detect.js';
-import { endsWithGoroutineHeader, parseFileLine, parseGoroutineHeader, parseGoroutines } from '../src/dumps/goroutines.js';
+import { holdsGoroutineHeader, parseFileLine, parseGoroutineHeader, parseGoroutines } from '../src/dumps/goroutines.js';
 import { MAX_DUMP_LINE_CHARS } from '../src/dumps/lines.js';
 import { parseStackLine, parseTaskLine, parseThreads, parseThreadsHeader } from '../src/dumps/threads.js';
 
 // The expressions as they were (host-collector/src/dumps before the fix).
 const OLD = {
   goroutineHeader: /^goroutine (\d+)((?:\s+[A-Za-z]+=\S*)*)\s*\[([^\]]*)\]:?\s*$/,
-  detectHeader: /(?:^|\s)goroutine \d+(?:\s+[A-Za-z]+=\S*)*\s*\[[^\]\n]*\]:[ \t\r]*$/m,
   fileLine: /^\s+(.+?):(\d+)(?:\s+\+0x[0-9a-fA-F]+)?(?:\s+.*)?$/,
   threadsHeader: /^threads of pid (\d+) \((.*)\)(?:\s+arch=(\S+))?\s*$/,
   task: /^task (\d+) \((.*)\) state=(\S+)(?:\s+wchan=(\S*))?(?:\s+syscall=(\S*))?(.*)$/,
   stack: /^\s*\[<[0-9a-fA-Fx]*>\]\s+(\S.*?)\s*$/,
+};
+
+// What the scanners added since (issue 12) do, as expressions: the reference they are held to.
+const ESCAPE = String.raw`\\(?:[nrt\\"]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})`;
+const TOKEN = String.raw`(?:"(?:[^"\\]|${ESCAPE})*"|[^\s":,{}]*)`;
+const PAIR = String.raw`${TOKEN}\s*:\s*${TOKEN}\s*`;
+const NEW = {
+  // A header with pprof labels after the state bracket (Go 1.26 opt-in, 1.27 default).
+  labelledHeader: new RegExp(String.raw`^goroutine (\d+)(?:\s+[A-Za-z]+=[^\s[]*)*\s*\[([^\]]*)\]\s*\{\s*(?:${PAIR}(?:,\s*${PAIR})*)?\}:?\s*$`),
+  // A line holding a header: it ends in ":" and "goroutine N" starts one at its start or after whitespace.
+  detectHeader: (line: string) => /:[ \t\r]*$/.test(line) && /(?:^|\s)goroutine \d+(?:\s*\[|\s+[A-Za-z]+=)/.test(line),
 };
 
 function rng(seed: number): () => number {
@@ -55,13 +65,30 @@ describe('the scanners give what the old expressions gave', () => {
     }
   });
 
-  it('goroutine headers anywhere in a line (detection), for lines without a lone line terminator', () => {
-    // The old expression ran over the whole text with /m, where \s could cross a line end;
-    // the scanner reads one line at a time (a header sits on one line in every dump).
-    const pieces = ['1', ' ', '\t', 'a', 'b=', '=', '[', ']', ':', 'x', 'goroutine ', 'goroutine 3', 'envd[1]: ', '\u00a0', ']:', ' [running]:'];
+  it('goroutine headers with labels', () => {
+    const pieces = [
+      '1', ' ', '\t', 'a', ' gp=0x1', ' m=nil', '=', '[', ']', ' [running] {', '[x] {', ' {', '{', '}', ':', 'k: v', ': ', ',', ', ',
+      '"', '"a b"', '"\\x41"', '\\', '\\"', '\\x41', '\\u00e9', '\\U0001f600', '\\q', '\\x4', 'k', ...ODD,
+    ];
+    const lines = randomLines(7, 'goroutine 1', pieces, 30_000, 10).map((l, i) => (i % 3 === 0 ? l : `${l}}${i % 3 === 1 ? ':' : ''}`));
+    let matched = 0;
+    for (const line of lines) {
+      const m = NEW.labelledHeader.exec(line);
+      if (m) matched++;
+      const got = parseGoroutineHeader(line);
+      // Lines that end in "]" are the old form (the test above); the rest must match the labelled form exactly.
+      if (/\]:?\s*$/.test(line)) continue;
+      expect(got && { id: got.id, inner: got.inner }, JSON.stringify(line)).toEqual(m ? { id: Number(m[1]), inner: m[2] } : undefined);
+      if (got) expect(got.labels, JSON.stringify(line)).toBeDefined();
+    }
+    expect(matched).toBeGreaterThan(50); // the pieces do make headers
+  });
+
+  it('goroutine headers anywhere in a line (detection)', () => {
+    const pieces = ['1', ' ', '\t', 'a', 'b=', '=', '[', ']', ':', 'x', '{', '}', 'goroutine ', 'goroutine 3', 'envd[1]: ', ']:', ' [running]:', ...ODD];
     for (const line of randomLines(2, 'goroutine ', pieces)) {
-      expect(endsWithGoroutineHeader(line), JSON.stringify(line)).toBe(OLD.detectHeader.test(line));
-      expect(endsWithGoroutineHeader(`log: ${line} `), JSON.stringify(line)).toBe(OLD.detectHeader.test(`log: ${line} `));
+      expect(holdsGoroutineHeader(line), JSON.stringify(line)).toBe(NEW.detectHeader(line));
+      expect(holdsGoroutineHeader(`log: ${line} `), JSON.stringify(line)).toBe(NEW.detectHeader(`log: ${line} `));
     }
   });
 
@@ -127,9 +154,15 @@ describe('1 MB hostile lines take well under a second', () => {
     ['header: goroutine 1 a=[[[…]:', () => parseGoroutineHeader(`goroutine 1 a=${'['.repeat(MB)}]:`)],
     ['header: items a=[ … then ]:', () => parseGoroutineHeader(`goroutine 1${' a=['.repeat(MB / 4)}]:`)],
     ['header: whitespace before ]', () => parseGoroutineHeader(`goroutine 1 [${' '.repeat(MB)}x]`)],
-    ['detect: goroutine 1 a=[[[…]:', () => endsWithGoroutineHeader(`goroutine 1 a=${'['.repeat(MB)}]:`)],
-    ['detect: " goroutine 1" × 90,000 then [x]:', () => endsWithGoroutineHeader(`${' goroutine 1'.repeat(MB / 12)} [x]:`)],
-    ['detect: " goroutine 1 a=[" × 70,000 then ]:', () => endsWithGoroutineHeader(`${' goroutine 1 a=['.repeat(MB / 15)}]:`)],
+    ['labels: goroutine 1 [x] {a: b, a: b, … }:', () => parseGoroutineHeader(`goroutine 1 [x] {${'a: b, '.repeat(MB / 6)}a: b}:`)],
+    ['labels: one quoted value of a million escapes', () => parseGoroutineHeader(`goroutine 1 [x] {a: "${'\\"'.repeat(MB / 2)}"}`)],
+    ['labels: a: " × 250,000 (never closed)', () => parseGoroutineHeader(`goroutine 1 [x] {${'a: "'.repeat(MB / 4)}}`)],
+    ['labels: items a= × 330,000 and no [', () => parseGoroutineHeader(`goroutine 1${' a='.repeat(MB / 3)}}`)],
+    ['labels: [ then a million ] { …', () => parseGoroutineHeader(`goroutine 1 [${'] {'.repeat(MB / 3)}}`)],
+    ['detect: goroutine 1 a=[[[…]:', () => holdsGoroutineHeader(`goroutine 1 a=${'['.repeat(MB)}]:`)],
+    ['detect: " goroutine 1 aaa…" × 1,000 then :', () => holdsGoroutineHeader(`${` goroutine 1 ${'a'.repeat(1000)}`.repeat(MB / 1000)}:`)],
+    ['detect: " goroutine 1" × 90,000 then [x]:', () => holdsGoroutineHeader(`${' goroutine 1'.repeat(MB / 12)} [x]:`)],
+    ['detect: " goroutine 1 a=[" × 70,000 then ]:', () => holdsGoroutineHeader(`${' goroutine 1 a=['.repeat(MB / 15)}]:`)],
     ['file: \\t a:1 a:1 …', () => parseFileLine(`\t${'a:1 '.repeat(MB / 4)}`)],
     ['file: \\t a:1x a:1x …', () => parseFileLine(`\t${'a:1x'.repeat(MB / 4)}`)],
     ['file: indent of a million tabs', () => parseFileLine(`${'\t'.repeat(MB)}x`)],
@@ -152,16 +185,22 @@ describe('1 MB hostile lines take well under a second', () => {
 
 describe('the line cap', () => {
   it('lines over MAX_DUMP_LINE_CHARS are counted and not read; dumps of lines just under it stay fast', () => {
+    const longLine = `\t${'x'.repeat(MAX_DUMP_LINE_CHARS)}`;
     const long = `goroutine 1 a=${'['.repeat(MAX_DUMP_LINE_CHARS)}]:`;
-    const goroutines = `goroutine 7 [running]:\nmain.main()\n\t/x/main.go:1 +0x1\n${long}`;
+    const goroutines = `goroutine 7 [running]:\nmain.main()\n${longLine}\n\n${long}`;
     const g = parseGoroutines(goroutines);
-    expect(g.goroutines.map((x) => x.id)).toEqual([7]);
-    expect(g.longLines).toBe(1);
-    expect(g.skippedLines).toBe(1);
-    expect(g.truncated).toBe(true); // the unreadable line was inside goroutine 7
+    expect(g.longLines).toBe(2);
+    expect(g.skippedLines).toBe(1); // the frame's file line
+    // A header too long to read still makes a goroutine, marked, with its text cut.
+    expect(g.goroutines.map((x) => x.id)).toEqual([7, 1]);
+    expect(g.headers).toBe(2);
+    expect(g.goroutines[1]).toMatchObject({ unparsed: true, state: '?', headerLine: 5 });
+    expect(g.goroutines[1]!.header!.length).toBeLessThan(1000);
+    expect(g.truncated).toBe(true); // goroutine 1 has no stack
     expect(detectDumpKind(long)).toBe('unknown');
     const a = analyzeDump(goroutines);
-    expect(a.kind === 'goroutines' && a.longLines).toBe(1);
+    expect(a.kind === 'goroutines' && a.longLines).toBe(2);
+    expect(a.kind === 'goroutines' && a.unparsedHeaders).toEqual([{ line: 5, id: 1, text: long.slice(0, 200) }]);
 
     const threads = `threads of pid 1 (envd) arch=x86_64\ntask 1 (envd) state=S wchan=0 syscall=running\n  [<0>] ${'x'.repeat(MAX_DUMP_LINE_CHARS)}\n`;
     const t = parseThreads(threads);

@@ -8,6 +8,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { browserAvailable, launchBrowser } from '../harness/browser.js';
+import { DUMP_CHUNK_BYTES, type CollectorMessage } from '@vsockdiag/proto';
 import { ProbeClient } from '../harness/probe-client.js';
 import { startSandbox, type Sandbox } from '../harness/sandbox.js';
 
@@ -83,7 +84,90 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
     await blocked.waitFor({ timeout: 30_000 });
     expect(await blocked.innerText()).toContain('main.(*cgroupManager).acquireRoot');
     await p.screenshot({ path: path.join(SHOTS, 'sandbox.png'), fullPage: true });
+    // The same goroutines by creator, and back.
+    const viewer = p.locator('[data-testid="dump-viewer"]');
+    await viewer.locator('[data-testid="view-by-creator"]').click();
+    const creators = viewer.locator('[data-testid="creator-group"]');
+    await creators.first().waitFor({ timeout: 10_000 });
+    const names = await viewer.locator('[data-testid="creator"]').allInnerTexts();
+    expect(names.some((n) => n.includes('no creator'))).toBe(true); // the main goroutine
+    expect(names.some((n) => n.includes('net/http.'))).toBe(true); // the pprof server's own
+    const counts = await creators.evaluateAll((rows) => rows.map((r) => Number(r.children[1]?.textContent)));
+    expect(counts.reduce((a, b) => a + b, 0)).toBeGreaterThan(1);
+    expect(await viewer.locator('[data-testid="goroutine-groups"]').count()).toBe(0);
+    await p.screenshot({ path: path.join(SHOTS, 'sandbox-by-creator.png'), fullPage: true });
+    await viewer.locator('[data-testid="view-by-stack"]').click();
+    await viewer.locator('[data-testid="goroutine-groups"]').waitFor({ timeout: 10_000 });
     await p.close();
+  });
+
+  it('shows a Go 1.27 dump: labels, the leaked flag, and a header it did not understand', async () => {
+    // A simulated probe answers the dump with text as Go 1.27 prints it under SIGQUIT.
+    await collector.api('PUT', '/v1/sandboxes/go127', { udsPath: path.join(root, 'go127.sock') });
+    const probe = new ProbeClient({ path: path.join(root, 'go127.sock_52000'), heartbeatMs: 1000 });
+    await probe.connect();
+    try {
+      const text = [
+        'SIGQUIT: quit',
+        '',
+        'goroutine 1 gp=0xc000002380 m=nil [sync.Mutex.Lock, 2 minutes]:',
+        'main.(*cgroupManager).acquireRoot(0xc0000a6000)',
+        '\t/src/envd/phases.go:252 +0x33',
+        '',
+        ...[18, 19, 20].flatMap((id) => [
+          `goroutine ${id} gp=0xc0001${id}00 m=nil [chan receive (leaked)] {route: "POST /init", tag: "${XSS.replaceAll('"', '\\"')}"}:`,
+          'main.(*handler).init(0xc0001a6000)',
+          '\t/src/envd/init.go:61 +0x1d2',
+          'created by net/http.(*Server).Serve in goroutine 12',
+          '\t/usr/local/go/src/net/http/server.go:3360 +0x485',
+          '',
+        ]),
+        'goroutine 21 gp=0xc000102380 m=nil [select] {route: "never closed}:',
+        'main.(*handler).init(0xc0001a6000)',
+        '\t/src/envd/init.go:61 +0x1d2',
+        'created by net/http.(*Server).Serve in goroutine 12',
+        '\t/usr/local/go/src/net/http/server.go:3360 +0x485',
+        '',
+      ].join('\n');
+      const bytes = Buffer.from(text);
+      const made = collector.api('POST', '/v1/sandboxes/go127/dumps', { mode: 'goroutines' });
+      const isCommand = (m: CollectorMessage): m is Extract<CollectorMessage, { type: 'command' }> => m.type === 'command';
+      await probe.until(() => probe.received.some(isCommand), 10_000, 'the dump command');
+      const id = probe.received.filter(isCommand)[0]!.id;
+      probe.send({ type: 'dump.chunk', id, index: 0, data: bytes.subarray(0, DUMP_CHUNK_BYTES) });
+      probe.send({ type: 'result', id, ok: true, dump: { mode: 'goroutines', source: 'sigquit', complete: true, bytes: bytes.length, chunks: 1 } });
+      expect((await made).status).toBe(201);
+
+      const p = await page();
+      await p.goto(`${collector.url}/sandboxes/go127`);
+      const viewer = p.locator('[data-testid="dump-viewer"]');
+      const note = viewer.locator('[data-testid="dump-unparsed"]');
+      await note.waitFor({ timeout: 10_000 });
+      expect(await note.getAttribute('data-count')).toBe('1');
+      expect(await note.innerText()).toContain('line 25');
+      const leaked = viewer.locator('[data-testid="goroutine-group"]', { has: p.locator('[data-testid="flag-leaked"]') });
+      expect(await leaked.count()).toBe(1);
+      expect(await leaked.locator('td').nth(1).innerText()).toBe('3');
+      const labels = await leaked.locator('[data-testid="group-labels"]').innerText();
+      expect(labels).toContain('route: "POST /init"');
+      expect(labels).toContain(JSON.stringify(XSS)); // as text, quoted as Go quotes it
+      expect(await viewer.locator('[data-testid="flag-unparsed"]').count()).toBe(1);
+      await leaked.locator('[data-testid="expand-stack"]').click();
+      expect(await viewer.locator('[data-testid="label-sets"]').innerText()).toContain('route: "POST /init"');
+      await p.screenshot({ path: path.join(SHOTS, 'dump-go127.png'), fullPage: true });
+      // By creator, the leaked handlers and the one whose header was not understood are one row.
+      await viewer.locator('[data-testid="view-by-creator"]').click();
+      const serve = viewer.locator('[data-testid="creator-group"]', { hasText: 'net/http.(*Server).Serve' });
+      await serve.waitFor({ timeout: 10_000 });
+      expect(await serve.locator('td').nth(1).innerText()).toBe('4');
+      expect(await serve.locator('[data-testid="creator-states"]').innerText()).toMatch(/3 chan receive \(leaked\)\s*1 \?/);
+      expect(await p.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+      expect(await p.locator('img[src="x"]').count()).toBe(0);
+      await p.screenshot({ path: path.join(SHOTS, 'dump-go127-by-creator.png'), fullPage: true });
+      await p.close();
+    } finally {
+      probe.close();
+    }
   });
 
   it('shows a state change without a reload', async () => {

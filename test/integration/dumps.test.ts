@@ -115,6 +115,10 @@ describe('dumps', () => {
     expect(d.goroutines).toBeGreaterThanOrEqual(2000);
     const parked = d.goroutineGroups.find((g: any) => g.blockedIn?.func === 'main.parkedWorker');
     expect(parked.count).toBe(2000);
+    // Every header counted was read, and by creator the 2,000 are one row too.
+    expect(d.headers).toBe(d.goroutines);
+    expect(d.unparsed).toBeUndefined();
+    expect(d.creatorGroups.find((c: any) => c.blockedIn[0]?.func === 'main.parkedWorker').count).toBe(2000);
     // Harmless: envd is still alive.
     expect((await collector.api('GET', '/v1/sandboxes/pprof')).body.target.alive).toBe(true);
   });
@@ -206,5 +210,31 @@ describe('parse-dump', () => {
     expect(json.goroutineGroups[0].blockedIn.func).toBe('main.(*cgroupManager).acquireRoot');
     const garbage = await cli(collector, ['parse-dump', '/etc/hostname']);
     expect(garbage.code).toBe(1);
+  });
+
+  it('reads Go 1.27 labels and flags, says which headers it did not understand, then lists creators', async () => {
+    const file = path.join(root, 'go127.txt');
+    const block = (id: number, header: string) =>
+      `goroutine ${id} gp=0xc0001${id}00 m=nil ${header}:\nmain.poll()\n\t/src/envd/mmds.go:29 +0x1\ncreated by main.startMMDSPoller in goroutine 1\n\t/src/envd/phases.go:201 +0x2\n`;
+    fs.writeFileSync(
+      file,
+      [
+        'SIGQUIT: quit\n',
+        'goroutine 1 gp=0xc000002380 m=nil [sync.Mutex.Lock]:\nmain.(*cgroupManager).acquireRoot()\n\t/src/envd/phases.go:252 +0x33\n',
+        ...Array.from({ length: 30 }, (_, i) => block(10 + i, `[select${i % 3 ? '' : ' (leaked)'}] {worker: mmds, n: "${i}"}`)),
+        block(50, '[select] {worker: "mmds}'),
+      ].join('\n'),
+    );
+    const text = await cli(collector, ['parse-dump', file]);
+    expect(text.code, text.stderr).toBe(0);
+    const lines = text.stdout.split('\n');
+    expect(lines[0]).toBe('32 goroutines in 4 groups');
+    expect(lines[1]).toMatch(/^warning: 1 goroutine header not understood \(kept as state "\?"; line \d+\)$/);
+    expect(text.stdout).toMatch(/20 +select +- +blocked in main\.poll \(mmds\.go:29\) +labels \{worker: mmds, n: 1\} ×1, \+19 more sets/);
+    expect(text.stdout).toMatch(/10 +select \(leaked\)/);
+    expect(text.stdout).toMatch(/\nby creator \(2 creators\):\n31 +created by main\.startMMDSPoller \(phases\.go:201\) +3 stacks +20 select, 10 select \(leaked\), 1 \?/);
+    const json = JSON.parse((await cli(collector, ['parse-dump', file, '--json'])).stdout);
+    expect(json).toMatchObject({ kind: 'goroutines', goroutines: 32, headers: 32, unparsed: 1 });
+    expect(json.creatorGroups[0]).toMatchObject({ count: 31, stackGroups: 3, unparsed: 1 });
   });
 });

@@ -9,12 +9,13 @@
 //
 // Everything typed here as string may come from the guest: render it as React text only.
 
+import type { CreatorGroup } from '../../host-collector/src/dumps/creators';
 import type { Frame } from '../../host-collector/src/dumps/goroutines';
-import type { GoroutineGroup } from '../../host-collector/src/dumps/group';
+import type { GoroutineGroup, LabelSetCount } from '../../host-collector/src/dumps/group';
 import type { ThreadGroup, ThreadSyscall } from '../../host-collector/src/dumps/threads';
 import type { detail, dumpBrief, dumpDetail, dumpDiff, phaseStats, summary } from '../../host-collector/src/http/present';
 
-export type { Frame, GoroutineGroup, ThreadGroup, ThreadSyscall };
+export type { CreatorGroup, Frame, GoroutineGroup, LabelSetCount, ThreadGroup, ThreadSyscall };
 
 export const STATES = ['stuck', 'exited', 'silent', 'starting', 'booting', 'registered', 'ready'] as const;
 export type State = (typeof STATES)[number];

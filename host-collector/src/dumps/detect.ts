@@ -1,7 +1,7 @@
 // Which kind of dump a text is: a probe threads dump (threads.ts), a Go traceback
 // (goroutines.ts), or neither. Pure.
 
-import { endsWithGoroutineHeader } from './goroutines.js';
+import { holdsGoroutineHeader } from './goroutines.js';
 import { MAX_DUMP_LINE_CHARS } from './lines.js';
 
 export type DumpKind = 'goroutines' | 'threads' | 'unknown';
@@ -26,8 +26,9 @@ export function detectDumpKind(text: string): DumpKind {
 }
 
 /**
- * A goroutine header on some line, at its start or after a log prefix (journal), ending in
- * "]:". Lines longer than MAX_DUMP_LINE_CHARS are not looked at (the parser skips them too).
+ * A goroutine header on some line, at its start or after a log prefix (journal), the line
+ * ending in ":" (holdsGoroutineHeader). Lines longer than MAX_DUMP_LINE_CHARS are not looked
+ * at (the parser does not read them either).
  */
 function hasGoroutineHeader(text: string): boolean {
   // From one "goroutine " to the next line holding one: each line is read once.
@@ -37,7 +38,7 @@ function hasGoroutineHeader(text: string): boolean {
     if (end < 0) end = text.length;
     // The parser's lines end before "\r\n" too.
     const length = end - start - (text.charCodeAt(end - 1) === 13 ? 1 : 0);
-    if (length <= MAX_DUMP_LINE_CHARS && endsWithGoroutineHeader(text.slice(start, end))) return true;
+    if (length <= MAX_DUMP_LINE_CHARS && holdsGoroutineHeader(text.slice(start, end))) return true;
     at = text.indexOf('goroutine ', end);
   }
   return false;

@@ -70,6 +70,9 @@ function placesOf(input: GoroutineInput): { places: Map<number, Place>; complete
       if (group.waitMinutes !== undefined) goroutine.waitMinutes = group.waitMinutes;
       if (group.createdBy) goroutine.createdBy = group.createdBy;
       if (group.stackUnavailable) goroutine.stackUnavailable = true;
+      if (group.leaked) goroutine.leaked = true;
+      if (group.durable) goroutine.durable = true;
+      if (group.unparsed) goroutine.unparsed = true;
       places.set(id, { key, hasStack: group.frames.length > 0, goroutine });
     }
   }

@@ -9,6 +9,9 @@
 //   goroutine 1 gp=0xc000002380 m=0 mp=0x5d0f80 [running]:   newer SIGQUIT/crash headers
 //   goroutine 12 gp=0xc000007a40 m=nil [chan receive]:
 //   goroutine 3 [GC sweep wait (scan)]:                   " (scan)" is transient and dropped
+//   goroutine 9 gp=0x… m=nil [chan receive (leaked)]:      state flags (Go 1.26+): leaked, durable
+//   goroutine 5 [select, synctest bubble 2]:               other items: kept in notes
+//   goroutine 18 [chan receive] {worker: mmds, id: "a b"}:  pprof labels (Go 1.26 opt-in, 1.27 default; labels.ts)
 //   main.(*cgroupManager).acquireRoot(0xc0000a6000, {0x5c4e20, 0x6})   function line; args
 //   	/path/file.go:123 +0x1d fp=0x… sp=0x… pc=0x…       file line (tab); +0x… and fp/sp/pc optional
 //   main.foo(...)  main.bar(0x5?, ?)                      inlined / inexact / unknown arguments
@@ -27,8 +30,17 @@
 //
 // The parser never throws: a truncated dump gives the goroutines up to the cut (the
 // last frame possibly without file and line, and `truncated: true`), garbage gives
-// { goroutines: [], skippedLines: N }. The raw text is kept by the caller.
+// { goroutines: [], skippedLines: N, headers: 0 }. The raw text is kept by the caller.
+//
+// No goroutine is dropped silently. A line that starts a goroutine ("goroutine N" followed by
+// "[", a key=value item, or nothing: startsGoroutineHeader) but whose header is not
+// understood (a format this parser does not know, a labels block it cannot read, a line over
+// the cap, a header cut short) still makes a goroutine: `unparsed: true`, state "?", its
+// header text and line number kept, its frames read as usual. Apart from the parse, one
+// linear scan counts those lines (`headers`), so a goroutine lost by the parser itself shows
+// as `headers` > `goroutines.length`.
 
+import { parseLabelsBlock, type Labels } from './labels.js';
 import {
   firstLineTerminator,
   isDigit,
@@ -72,12 +84,26 @@ export interface Goroutine {
   elided: boolean;
   /** "goroutine running on other thread; stack unavailable". */
   stackUnavailable?: boolean;
-  /** Header items other than the state, wait and lock (e.g. "synctest group 3"), in order. */
+  /** Header items other than the state, wait and lock (e.g. "synctest bubble 3"), in order. */
   notes?: string[];
+  /** pprof labels printed after the state (Go 1.26 with GODEBUG=tracebacklabels=1, Go 1.27 by default). */
+  labels?: Labels;
+  /** "(leaked)" after the state: the goroutine leak profile (Go 1.26+) found it blocked on something unreachable. */
+  leaked?: true;
+  /** "(durable)" after the state (or ending the wait reason): durably blocked inside a synctest bubble. */
+  durable?: true;
+  /** The header was not understood: `state` is "?", `header` holds its text (cut), its frames were read as usual. */
+  unparsed?: true;
+  /** An unparsed goroutine's header line, cut to HEADER_EXCERPT_CHARS. */
+  header?: string;
+  /** An unparsed goroutine's line number in the text (1-based). */
+  headerLine?: number;
 }
 
 export interface GoroutineDump {
   goroutines: Goroutine[];
+  /** Lines that start a goroutine, counted apart from the parse (see the top of this file). */
+  headers: number;
   /** Non-blank lines that were neither part of a traceback nor known preamble (log lines, garbage). */
   skippedLines: number;
   /** The text stops inside a goroutine: a function line without its file line, a line cut short, or a header with no stack. */
@@ -110,19 +136,22 @@ const JOURNAL_PREFIXES = [
   /^\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)? \S+ [^\s:[]+(?:\[\d+\])?: ?/,
 ];
 
+/** How much of an unparsed goroutine's header is kept. */
+export const HEADER_EXCERPT_CHARS = 200;
+
 const isLetter = (c: number): boolean => (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 const isHex = (c: number): boolean => isDigit(c) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
 
 /**
- * The id and the opening "[" of a goroutine header that starts at `from` ("goroutine ") and
- * whose state bracket closes at `close`; `lastClose` is the last "]" before `close` (the
+ * The id and the opening "[" of a goroutine header (the line starts with "goroutine ") whose
+ * state bracket closes at `close`; `lastClose` is the last "]" before `close` (the
  * state holds none). The pattern this replaces was
  * goroutine (\d+)(?:\s+[A-Za-z]+=\S*)*\s*\[([^\]]*)\] : between the id and the bracket only
  * whitespace-separated key=value items ("gp=0xc000002380 m=nil"), and of the "[" that allows
  * the last one wins (a value may itself hold "[").
  */
-function headerAt(line: string, from: number, close: number, lastClose: number): { id: number; open: number } | undefined {
-  const digits = from + 'goroutine '.length;
+function headerAt(line: string, close: number, lastClose: number): { id: number; open: number } | undefined {
+  const digits = 'goroutine '.length;
   let i = digits;
   while (i < close && isDigit(line.charCodeAt(i))) i++;
   if (i === digits) return undefined;
@@ -142,31 +171,94 @@ function headerAt(line: string, from: number, close: number, lastClose: number):
   return open < 0 ? undefined : { id: Number(line.slice(digits, i)), open };
 }
 
-/** "goroutine 18 gp=0x… m=nil [chan receive, 5 minutes]:" (the ":" optional): the id and the bracket's text. */
-export function parseGoroutineHeader(line: string): { id: number; inner: string } | undefined {
+/**
+ * Where the id of a goroutine header starting at `from` ends, or -1: "goroutine N" followed by
+ * "[" (after whitespace or not), by whitespace and a key=value item ("gp=0x…"), or by nothing
+ * but whitespace (a header cut short). Prose such as "goroutine 5 exited" is not one.
+ */
+function headerIdEnd(line: string, from: number): number {
+  if (!line.startsWith('goroutine ', from)) return -1;
+  const digits = from + 'goroutine '.length;
+  let i = digits;
+  while (i < line.length && isDigit(line.charCodeAt(i))) i++;
+  if (i === digits) return -1;
+  const w = skipSpace(line, i);
+  if (w === line.length || line.charCodeAt(w) === 91 /* [ */) return i;
+  if (w === i) return -1;
+  let k = w;
+  while (k < line.length && isLetter(line.charCodeAt(k))) k++;
+  return k > w && line.charCodeAt(k) === 61 /* = */ ? i : -1;
+}
+
+/** Whether a line starts a goroutine, understood or not (see the top of this file). */
+export function startsGoroutineHeader(line: string): boolean {
+  return headerIdEnd(line, 0) >= 0;
+}
+
+/**
+ * "goroutine 18 gp=0x… m=nil [chan receive, 5 minutes]:" (the ":" optional): the id, the
+ * bracket's text and, after it, the labels block if there is one.
+ */
+export function parseGoroutineHeader(line: string): { id: number; inner: string; labels?: Labels } | undefined {
   if (!line.startsWith('goroutine ')) return undefined;
   let end = trimmedEnd(line);
   if (line.charCodeAt(end - 1) === 58 /* : */) end--;
-  if (line.charCodeAt(end - 1) !== 93 /* ] */) return undefined;
+  const last = line.charCodeAt(end - 1);
+  if (last === 125 /* } */) return labelledHeader(line, end);
+  if (last !== 93 /* ] */) return undefined;
   const close = end - 1;
-  const h = headerAt(line, 0, close, line.lastIndexOf(']', close - 1));
+  const h = headerAt(line, close, line.lastIndexOf(']', close - 1));
   return h && { id: h.id, inner: line.slice(h.open + 1, close) };
 }
 
 /**
- * Whether a line ends in a goroutine header ("…]:"), at its start or after whitespace (a log
- * prefix such as the journal's). Each candidate's scan stops at the next candidate's
- * "goroutine" (which is no key=value item), so the line is read a bounded number of times.
+ * A header with labels, "goroutine N ITEMS [STATE] {LABELS}", the "}" at end - 1. Read left to
+ * right, as
+ * ^goroutine (\d+)(?:\s+[A-Za-z]+=[^\s[]*)*\s*\[([^\]]*)\]\s*\{LABELS\}
+ * would: an item's value holds no "[" (Go prints gp=0x…, m=N or nil, mp=0x…), the state holds
+ * no "]" (no Go status or wait reason does), and what follows is the labels block (labels.ts),
+ * whose quoted values may hold any of "[]{}:,".
  */
-export function endsWithGoroutineHeader(line: string): boolean {
+function labelledHeader(line: string, end: number): { id: number; inner: string; labels: Labels } | undefined {
+  const digits = 'goroutine '.length;
+  let k = digits;
+  while (k < end && isDigit(line.charCodeAt(k))) k++;
+  if (k === digits) return undefined;
+  const id = Number(line.slice(digits, k));
+  for (;;) {
+    const w = skipSpace(line, k);
+    if (line.charCodeAt(w) === 91 /* [ */) {
+      k = w;
+      break;
+    }
+    if (w === k || w >= end) return undefined;
+    let e = w;
+    while (e < end && isLetter(line.charCodeAt(e))) e++;
+    if (e === w || line.charCodeAt(e) !== 61 /* = */) return undefined;
+    e++;
+    while (e < end && !isSpace(line.charCodeAt(e)) && line.charCodeAt(e) !== 91) e++;
+    k = e;
+  }
+  const close = line.indexOf(']', k + 1);
+  if (close < 0 || close >= end) return undefined;
+  const labels = parseLabelsBlock(line, skipSpace(line, close + 1), end);
+  return labels && { id, inner: line.slice(k + 1, close), labels };
+}
+
+/**
+ * Whether a line holds a goroutine header: it ends in ":" and, at its start or after
+ * whitespace (a log prefix such as the journal's), "goroutine N" starts one
+ * (startsGoroutineHeader). That takes labelled headers, and headers of a format this parser
+ * does not know, for a dump too. Each candidate's look ends at the first character that is
+ * not a digit, whitespace or letter, so the line is read a bounded number of times.
+ */
+export function holdsGoroutineHeader(line: string): boolean {
   let end = line.length;
   for (let c = line.charCodeAt(end - 1); c === 32 || c === 9 || c === 13; c = line.charCodeAt(end - 1)) end--;
-  if (line.charCodeAt(end - 1) !== 58 /* : */ || line.charCodeAt(end - 2) !== 93 /* ] */) return false;
-  const close = end - 2;
-  const lastClose = line.lastIndexOf(']', close - 1);
-  for (let s = line.indexOf('goroutine '); s >= 0 && s < close; s = line.indexOf('goroutine ', s + 1)) {
+  if (line.charCodeAt(end - 1) !== 58 /* : */) return false;
+  for (let s = line.indexOf('goroutine '); s >= 0; s = line.indexOf('goroutine ', s + 1)) {
     if (s > 0 && !isSpace(line.charCodeAt(s - 1))) continue;
-    if (headerAt(line, s, close, lastClose)) return true;
+    if (headerIdEnd(line, s) >= 0) return true;
   }
   return false;
 }
@@ -257,14 +349,29 @@ function parseFuncLine(line: string): { func: string; args: string } | undefined
   return { func, args: line.slice(open + 1, -1) };
 }
 
-function parseHeaderState(inner: string): Pick<Goroutine, 'state' | 'waitMinutes' | 'lockedToThread' | 'notes'> {
+type HeaderState = Pick<Goroutine, 'state' | 'waitMinutes' | 'lockedToThread' | 'notes' | 'leaked' | 'durable'>;
+
+// Flags the runtime appends to the state (goroutineheader: " (leaked)", " (scan)",
+// " (durable)", in that order). "(scan)" only says the GC was scanning the stack at that
+// instant: dropped. Parentheses that belong to the wait reason ("chan receive (nil chan)",
+// "GC worker (idle)") are kept.
+const STATE_FLAGS = [' (scan)', ' (leaked)', ' (durable)'] as const;
+
+function parseHeaderState(inner: string): HeaderState {
   const parts = inner.split(', ');
   let state = (parts[0] ?? '').trim();
-  if (state.endsWith(' (scan)')) state = state.slice(0, -' (scan)'.length);
-  const out: Pick<Goroutine, 'state' | 'waitMinutes' | 'lockedToThread' | 'notes'> = {
-    state: state || '?',
-    lockedToThread: false,
-  };
+  const out: HeaderState = { state: '?', lockedToThread: false };
+  for (let again = true; again; ) {
+    again = false;
+    for (const flag of STATE_FLAGS) {
+      if (!state.endsWith(flag)) continue;
+      state = state.slice(0, -flag.length);
+      if (flag === ' (leaked)') out.leaked = true;
+      else if (flag === ' (durable)') out.durable = true;
+      again = true;
+    }
+  }
+  out.state = state || '?';
   for (const raw of parts.slice(1)) {
     const p = raw.trim();
     const m = /^(\d+) minutes?$/.exec(p);
@@ -275,16 +382,31 @@ function parseHeaderState(inner: string): Pick<Goroutine, 'state' | 'waitMinutes
   return out;
 }
 
+/** A goroutine whose header line `text` (line `lineNo`) starts one but was not understood. */
+function unparsedGoroutine(text: string, lineNo: number): Goroutine {
+  const id = Number(/^goroutine (\d+)/.exec(text.slice(0, 40))?.[1] ?? NaN);
+  return {
+    id,
+    state: '?',
+    lockedToThread: false,
+    frames: [],
+    elided: false,
+    unparsed: true,
+    header: text.slice(0, HEADER_EXCERPT_CHARS),
+    headerLine: lineNo,
+  };
+}
+
 function stripJournalPrefix(lines: string[]): string[] {
   // Only when the dump itself is prefixed: some header carries a prefix and none is bare.
   let prefixed = false;
   for (const line of lines) {
     if (line.length > MAX_DUMP_LINE_CHARS) continue;
-    if (parseGoroutineHeader(line)) return lines;
+    if (startsGoroutineHeader(line)) return lines;
     if (!prefixed && line.includes('goroutine ')) {
       for (const re of JOURNAL_PREFIXES) {
         const m = re.exec(line);
-        if (m && parseGoroutineHeader(line.slice(m[0].length))) prefixed = true;
+        if (m && startsGoroutineHeader(line.slice(m[0].length))) prefixed = true;
       }
     }
   }
@@ -301,7 +423,7 @@ function stripJournalPrefix(lines: string[]): string[] {
 
 /** Parses a Go goroutine dump as far as it goes. Never throws. */
 export function parseGoroutines(text: string): GoroutineDump {
-  const dump: GoroutineDump = { goroutines: [], skippedLines: 0 };
+  const dump: GoroutineDump = { goroutines: [], skippedLines: 0, headers: 0 };
   if (typeof text !== 'string' || text.length === 0) return dump;
   try {
     parseInto(dump, text);
@@ -313,6 +435,8 @@ export function parseGoroutines(text: string): GoroutineDump {
 
 function parseInto(dump: GoroutineDump, text: string): void {
   const lines = stripJournalPrefix(text.split(/\r?\n/));
+  // The count the parse is checked against: a scan of its own, sharing nothing but the test.
+  for (const line of lines) if (line.charCodeAt(0) === 103 /* g */ && startsGoroutineHeader(line)) dump.headers++;
 
   let cur: Goroutine | undefined;
   // A function line (or "created by") whose file line has not come yet.
@@ -323,11 +447,24 @@ function parseInto(dump: GoroutineDump, text: string): void {
   // text: a line cut in the middle, e.g. "main.(*T).f(0xc0".
   let lastSkipped = false;
 
-  for (const line of lines) {
+  const startGoroutine = (g: Goroutine) => {
+    cur = g;
+    dump.goroutines.push(g);
+    pending = undefined;
+    systemStack = false;
+  };
+
+  for (let n = 0; n < lines.length; n++) {
+    const line = lines[n]!;
     lastSkipped = false;
     if (line.length > MAX_DUMP_LINE_CHARS) {
-      dump.skippedLines++;
       dump.longLines = (dump.longLines ?? 0) + 1;
+      // Too long to read, but a goroutine all the same: its frames follow.
+      if (line.charCodeAt(0) === 103 /* g */ && startsGoroutineHeader(line)) {
+        startGoroutine(unparsedGoroutine(line, n + 1));
+        continue;
+      }
+      dump.skippedLines++;
       lastSkipped = cur !== undefined;
       continue;
     }
@@ -342,11 +479,13 @@ function parseInto(dump: GoroutineDump, text: string): void {
     if (line.charCodeAt(0) === 103 /* g */) {
       const h = parseGoroutineHeader(line);
       if (h) {
-        cur = { id: h.id, ...parseHeaderState(h.inner), frames: [], elided: false };
-        if (cur.notes === undefined) delete cur.notes;
-        dump.goroutines.push(cur);
-        pending = undefined;
-        systemStack = false;
+        const g: Goroutine = { id: h.id, ...parseHeaderState(h.inner), frames: [], elided: false };
+        if (h.labels) g.labels = h.labels;
+        startGoroutine(g);
+        continue;
+      }
+      if (startsGoroutineHeader(line)) {
+        startGoroutine(unparsedGoroutine(line, n + 1));
         continue;
       }
     }

@@ -1,11 +1,19 @@
 // Groups goroutines with identical stacks, as panicparse does by default, and orders
 // the groups by interest. Pure.
 //
-// Identity ("same stack"): same state, same lockedToThread, same elided flag, the same
-// sequence of func+file+line, and the same created-by func+file+line. Arguments, the
-// wait time, the goroutine id and the creating goroutine's id are ignored (a group's
-// frame keeps its args only where every member printed the same; waitMinutes is the
-// maximum over the members; createdBy.goroutine only when all members agree).
+// Identity ("same stack"): same state and state flags (leaked, durable), same
+// lockedToThread, same elided flag, the same sequence of func+file+line, and the same
+// created-by func+file+line; goroutines whose header was not understood (unparsed) group
+// only among themselves. Arguments, the wait time, the goroutine id, the creating
+// goroutine's id and the pprof labels are ignored (a group's frame keeps its args only where
+// every member printed the same; waitMinutes is the maximum over the members;
+// createdBy.goroutine only when all members agree).
+//
+// Labels do not split a group: they mostly carry per-request values (a request or trace id),
+// and a group per value would scatter a thousand identical waiters into a thousand rows, the
+// opposite of what grouping is for. A group lists its members' label sets instead, the most
+// common first (labelSets). For the goroutines of one `go` statement whatever their stacks
+// and states, see creators.ts.
 //
 // blockedIn — the frame a group is "stuck in" — is the innermost frame that is not Go
 // runtime/stdlib plumbing. Plumbing is, in two tiers:
@@ -21,6 +29,7 @@
 // the larger count, then the smallest goroutine id.
 
 import type { CreatedBy, Frame, Goroutine, GoroutineDump } from './goroutines.js';
+import { copyLabels, formatLabels, labelSetKey, type Labels } from './labels.js';
 
 export interface GoroutineGroup {
   /** How many goroutines share this stack. */
@@ -43,6 +52,23 @@ export interface GoroutineGroup {
   blockedIn?: Frame;
   /** The stack contains an application (non-stdlib) frame. */
   application: boolean;
+  /** The members' state carried "(leaked)" (goroutine leak profile, Go 1.26+). */
+  leaked?: true;
+  /** The members' state carried "(durable)" (synctest). */
+  durable?: true;
+  /** The members' headers were not understood (state "?"); see the dump's unparsedHeaders. */
+  unparsed?: true;
+  /** Members that carried pprof labels; absent when none did. */
+  labelled?: number;
+  /** Their distinct label sets, the most common first, at most MAX_GROUP_LABEL_SETS. */
+  labelSets?: LabelSetCount[];
+  /** How many distinct label sets there were, when more than are listed. */
+  labelSetsTotal?: number;
+}
+
+export interface LabelSetCount {
+  labels: Labels;
+  count: number;
 }
 
 export interface GroupOptions {
@@ -51,6 +77,7 @@ export interface GroupOptions {
 }
 
 export const MAX_GROUP_IDS = 20;
+export const MAX_GROUP_LABEL_SETS = 5;
 
 // Top-level directories of the Go standard library (plus "cmd" and "vendor", whose
 // packages appear as "vendor/golang.org/x/net/…" in tracebacks).
@@ -91,8 +118,10 @@ export function blockedInFrame(frames: readonly Frame[]): Frame | undefined {
   return frames[0];
 }
 
-function stackKey(g: Goroutine): string {
-  let key = `${g.state}\u0000${g.lockedToThread ? 1 : 0}${g.elided ? 1 : 0}${g.stackUnavailable ? 1 : 0}`;
+/** The identity of a goroutine's stack group (see the top of this file). */
+export function stackKey(g: Goroutine): string {
+  const flags = `${g.lockedToThread ? 1 : 0}${g.elided ? 1 : 0}${g.stackUnavailable ? 1 : 0}${g.leaked ? 1 : 0}${g.durable ? 1 : 0}${g.unparsed ? 1 : 0}`;
+  let key = `${g.state}\u0000${flags}`;
   for (const f of g.frames) key += `\u0000${f.func}\u0001${f.file}\u0001${f.line}`;
   const c = g.createdBy;
   if (c) key += `\u0002${c.func}\u0001${c.file}\u0001${c.line}`;
@@ -112,6 +141,24 @@ interface Acc {
   frames: Frame[];
   waitMinutes?: number;
   creatorAgrees: boolean;
+  labelled: number;
+  /** Label set key → the set and how many members carried it. */
+  labelSets?: Map<string, LabelSetCount>;
+}
+
+function countLabels(acc: Acc, labels: Labels | undefined): void {
+  if (!labels) return;
+  acc.labelled++;
+  const key = labelSetKey(labels);
+  const sets = (acc.labelSets ??= new Map());
+  const seen = sets.get(key);
+  if (seen) seen.count++;
+  else sets.set(key, { labels: copyLabels(labels), count: 1 });
+}
+
+/** The most common label sets first (then in the order first seen), at most `max`. */
+export function topLabelSets(sets: Map<string, LabelSetCount>, max = MAX_GROUP_LABEL_SETS): LabelSetCount[] {
+  return [...sets.values()].sort((a, b) => b.count - a.count).slice(0, max);
 }
 
 /** Groups the goroutines of a dump by identical stack, ordered by interest. */
@@ -127,6 +174,7 @@ export function groupGoroutines(dump: GoroutineDump | readonly Goroutine[], opti
         ids: [],
         frames: g.frames.map((f) => ({ ...f })),
         creatorAgrees: true,
+        labelled: 0,
       };
       if (g.waitMinutes !== undefined) acc.waitMinutes = g.waitMinutes;
       byKey.set(key, acc);
@@ -143,6 +191,7 @@ export function groupGoroutines(dump: GoroutineDump | readonly Goroutine[], opti
       if (acc.first.createdBy?.goroutine !== g.createdBy?.goroutine) acc.creatorAgrees = false;
     }
     acc.ids.push(g.id);
+    countLabels(acc, g.labels);
   }
 
   const groups: GoroutineGroup[] = [];
@@ -168,6 +217,14 @@ export function groupGoroutines(dump: GoroutineDump | readonly Goroutine[], opti
     }
     const blockedIn = blockedInFrame(acc.frames);
     if (blockedIn) group.blockedIn = blockedIn;
+    if (g.leaked) group.leaked = true;
+    if (g.durable) group.durable = true;
+    if (g.unparsed) group.unparsed = true;
+    if (acc.labelSets) {
+      group.labelled = acc.labelled;
+      group.labelSets = topLabelSets(acc.labelSets);
+      if (acc.labelSets.size > group.labelSets.length) group.labelSetsTotal = acc.labelSets.size;
+    }
     groups.push(group);
   }
   return sortGroups(groups);
@@ -194,8 +251,30 @@ function baseName(file: string): string {
   return i >= 0 ? file.slice(i + 1) : file;
 }
 
-function where(f: Frame): string {
+/** "FUNC (file.go:LINE)", or FUNC alone when the file is unknown. */
+export function where(f: Pick<Frame, 'func' | 'file' | 'line'>): string {
   return f.file ? `${f.func} (${baseName(f.file)}:${f.line})` : f.func;
+}
+
+/** The state with its flags, as the header printed them: "chan receive (leaked)". */
+export function flaggedState(g: Pick<GoroutineGroup, 'state' | 'leaked' | 'durable'>): string {
+  return `${g.state}${g.leaked ? ' (leaked)' : ''}${g.durable ? ' (durable)' : ''}`;
+}
+
+/** The state as a terminal shows it: "chan receive (leaked), locked". */
+function stateText(g: Pick<GoroutineGroup, 'state' | 'leaked' | 'durable' | 'lockedToThread'>): string {
+  return `${flaggedState(g)}${g.lockedToThread ? ', locked' : ''}`;
+}
+
+/** "labels {k: v} ×3, +2 more sets": the most common label set of a group, for a terminal. */
+function labelsText(g: GoroutineGroup): string {
+  const top = g.labelSets?.[0];
+  if (!top) return '';
+  const sets = g.labelSetsTotal ?? g.labelSets!.length;
+  const times = top.count === g.count ? '' : ` ×${top.count}`;
+  const more = sets > 1 ? `, +${sets - 1} more set${sets === 2 ? '' : 's'}` : '';
+  const bare = g.labelled! < g.count ? `, ${g.count - g.labelled!} without` : '';
+  return `  labels ${formatLabels(top.labels)}${times}${more}${bare}`;
 }
 
 /** One line per group: "COUNT  STATE  WAIT  blocked in FUNC (file:line)", columns aligned. */
@@ -203,13 +282,14 @@ export function summarize(groups: readonly GoroutineGroup[], options: SummarizeO
   const limit = options.limit ?? groups.length;
   const shown = groups.slice(0, Math.max(0, limit));
   const rows = shown.map((g) => {
-    const state = g.lockedToThread ? `${g.state}, locked` : g.state;
+    const state = stateText(g);
     const wait = g.waitMinutes !== undefined ? `${g.waitMinutes}m` : '-';
     let what: string;
     if (g.blockedIn) what = `blocked in ${where(g.blockedIn)}`;
     else if (g.stackUnavailable) what = `running on another thread${g.createdBy ? `, created by ${where(g.createdBy)}` : ''}`;
     else what = 'no stack';
-    return [String(g.count), state, wait, what] as const;
+    if (g.unparsed) what += '  (header not understood)';
+    return [String(g.count), state, wait, what + labelsText(g)] as const;
   });
   const w0 = Math.max(0, ...rows.map((r) => r[0].length));
   const w1 = Math.max(0, ...rows.map((r) => r[1].length));

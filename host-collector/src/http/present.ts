@@ -111,7 +111,7 @@ export function dumpBrief(d: StoredDump) {
   };
 }
 
-/** One dump: its text, with the parsed structure flattened in (goroutineGroups or threads). */
+/** One dump: its text, with the parsed structure flattened in (goroutineGroups and creatorGroups, or threads). */
 export function dumpDetail(d: StoredDump, text: string) {
   const a = d.analysis as DumpAnalysis | null;
   return {
@@ -120,7 +120,10 @@ export function dumpDetail(d: StoredDump, text: string) {
     ...(a?.kind === 'goroutines'
       ? {
           goroutines: a.goroutines,
+          ...(a.headers !== undefined ? { headers: a.headers } : {}),
+          ...(a.unparsed ? { unparsed: a.unparsed, unparsedHeaders: a.unparsedHeaders ?? [] } : {}),
           goroutineGroups: a.goroutineGroups,
+          ...(a.creatorGroups ? { creatorGroups: a.creatorGroups } : {}),
           ...(a.reason ? { reason: a.reason } : {}),
           ...(a.truncated ? { truncated: true } : {}),
           ...(a.longLines ? { longLines: a.longLines } : {}),
@@ -148,7 +151,10 @@ export function analysisOf(d: ReturnType<typeof dumpDetail>): DumpAnalysis {
     return {
       kind: 'goroutines',
       goroutines: d.goroutines!,
+      ...(d.headers !== undefined ? { headers: d.headers } : {}),
+      ...(d.unparsed ? { unparsed: d.unparsed, unparsedHeaders: d.unparsedHeaders ?? [] } : {}),
       goroutineGroups: d.goroutineGroups,
+      ...(d.creatorGroups ? { creatorGroups: d.creatorGroups } : {}),
       ...(d.reason ? { reason: d.reason } : {}),
       ...(d.truncated ? { truncated: true } : {}),
       ...(d.longLines ? { longLines: d.longLines } : {}),

@@ -1,5 +1,6 @@
-// One dump: its grouped goroutines or threads, what did not move since the previous dump of
-// the same mode, and the raw text (shown in place, or downloaded from /raw).
+// One dump: its grouped goroutines (by stack, or by creator) or threads, what did not move
+// since the previous dump of the same mode, and the raw text (shown in place, or downloaded
+// from /raw).
 
 import { memo, useEffect, useState, type MouseEvent } from 'react';
 import {
@@ -14,7 +15,7 @@ import {
 } from '../api';
 import { clock, fmtBytes } from '../format';
 import { useAuthEpoch } from '../hooks';
-import { GoroutineTable, ThreadTable } from './GroupTables';
+import { CreatorTable, GoroutineTable, ThreadTable } from './GroupTables';
 
 type Load<T> = { kind: 'loading' } | { kind: 'ok'; value: T } | { kind: 'none'; message: string } | { kind: 'error'; message: string };
 
@@ -104,18 +105,61 @@ export const DumpViewer = memo(function DumpViewer({ sandboxId, dumpId }: { sand
   );
 });
 
-function Groups({ dump }: { dump: DumpFull }) {
-  if (dump.goroutineGroups) {
-    return (
-      <>
-        <p className="small">
-          {dump.goroutines ?? dump.goroutineGroups.reduce((n, g) => n + g.count, 0)} goroutines in {dump.goroutineGroups.length} groups
-          {dump.truncated ? ' (the dump was cut short)' : ''}. Groups whose stack reaches application code are marked at the left; click a row for its stack.
+/** What a reader must know before trusting the groups: headers not understood, or lost. */
+function ParseNotes({ dump }: { dump: DumpFull }) {
+  const lost = dump.headers !== undefined && dump.goroutines !== undefined ? dump.headers - dump.goroutines : 0;
+  const lines = (dump.unparsedHeaders ?? []).map((h) => h.line);
+  return (
+    <>
+      {dump.unparsed ? (
+        <p className="note warn small" data-testid="dump-unparsed" data-count={dump.unparsed}>
+          {dump.unparsed} goroutine header{dump.unparsed === 1 ? ' was' : 's were'} not understood: kept with state “?” and their frames (line
+          {lines.length === 1 ? '' : 's'} {lines.join(', ')}
+          {dump.unparsed > lines.length ? ', …' : ''}; see the raw text).
         </p>
-        <GoroutineTable groups={dump.goroutineGroups} />
-      </>
-    );
-  }
+      ) : null}
+      {lost > 0 ? (
+        <p className="note warn small" data-testid="dump-lost">
+          {lost} of {dump.headers} goroutine headers were counted but not read: the groups below miss them.
+        </p>
+      ) : null}
+    </>
+  );
+}
+
+function GoroutineGroups({ dump, groups }: { dump: DumpFull; groups: NonNullable<DumpFull['goroutineGroups']> }) {
+  const [view, setView] = useState<'stack' | 'creator'>('stack');
+  const creators = dump.creatorGroups;
+  const total = dump.goroutines ?? groups.reduce((n, g) => n + g.count, 0);
+  return (
+    <>
+      <ParseNotes dump={dump} />
+      <div className="view-switch">
+        <p className="small">
+          {total} goroutines in {groups.length} groups by stack{creators ? `, from ${creators.length} creators` : ''}
+          {dump.truncated ? ' (the dump was cut short)' : ''}.{' '}
+          {view === 'stack'
+            ? 'Groups whose stack reaches application code are marked at the left; click a row for its stack.'
+            : 'One row per go statement, whatever stacks and states its goroutines were caught in.'}
+        </p>
+        {creators && (
+          <span className="seg" role="group" aria-label="group goroutines">
+            <button type="button" aria-pressed={view === 'stack'} onClick={() => setView('stack')} data-testid="view-by-stack">
+              By stack
+            </button>
+            <button type="button" aria-pressed={view === 'creator'} onClick={() => setView('creator')} data-testid="view-by-creator">
+              By creator
+            </button>
+          </span>
+        )}
+      </div>
+      {view === 'creator' && creators ? <CreatorTable groups={creators} /> : <GoroutineTable groups={groups} />}
+    </>
+  );
+}
+
+function Groups({ dump }: { dump: DumpFull }) {
+  if (dump.goroutineGroups) return <GoroutineGroups dump={dump} groups={dump.goroutineGroups} />;
   if (dump.threads) {
     const t = dump.threads;
     return (
