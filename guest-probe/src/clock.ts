@@ -14,12 +14,23 @@ function uptimeMs(procRoot: string): number {
 
 export class BootClock {
   private readonly base: number;
+  /** sinceBootMs() minus CLOCK_MONOTONIC in ms: /proc/uptime counts time suspended
+   *  (CLOCK_BOOTTIME), the monotonic clock (performance.now(), journal entries) does not. */
+  private readonly monotonicOffset: number;
 
   constructor(procRoot = '/proc') {
-    this.base = uptimeMs(procRoot) - performance.now();
+    const now = performance.now();
+    this.base = uptimeMs(procRoot) - now;
+    const originMonotonicMs = Number(process.hrtime.bigint()) / 1e6 - now;
+    this.monotonicOffset = this.base - originMonotonicMs;
   }
 
   sinceBootMs(): number {
     return Math.round((this.base + performance.now()) * 1000) / 1000;
+  }
+
+  /** A CLOCK_MONOTONIC time (µs, e.g. a journal entry's __MONOTONIC_TIMESTAMP) on this clock. */
+  fromMonotonicUs(us: number): number {
+    return Math.max(0, Math.round((us / 1000 + this.monotonicOffset) * 1000) / 1000);
   }
 }

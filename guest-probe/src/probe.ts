@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import type net from 'node:net';
 import path from 'node:path';
 import {
+  CLOCK_SLACK_MS,
   DUMP_CHUNK_BYTES,
   MAX_TEXT,
   PROTOCOL_VERSION,
@@ -105,7 +106,7 @@ export class Probe {
     const sockets = new SocketWatcher({ procRoot: config.procRoot, emit, census, sinceBootMs: () => this.clock.sinceBootMs() });
     const kmsg = config.kmsg ? new KmsgReader({ path: config.kmsg, emit, log }) : null;
     this.kmsg = kmsg;
-    this.logs = new LogWatcher({ pattern: config.phasePattern, emit });
+    this.logs = new LogWatcher({ pattern: config.phasePattern, emit: (body, t) => this.emit(body, t) });
     this.file = config.logFile ? new FileFollower(config.logFile, this.sigquit.tee(this.logs.input('file')), { log }) : null;
     this.watchers = [
       this.target,
@@ -132,8 +133,9 @@ export class Probe {
     });
   }
 
-  /** Records one observation: numbered, stamped, applied to the status, sent soon. */
-  emit(body: EventBody): void {
+  /** Records one observation: numbered, stamped (now, or `t` when the source knows when it
+   *  happened: a journal entry), applied to the status, sent soon. */
+  emit(body: EventBody, t?: number): void {
     // The collector rejects a batch holding one event that breaks the schema, and the probe
     // would resend it forever: check here, with the same schema, before it enters the ring.
     try {
@@ -146,7 +148,11 @@ export class Probe {
     // A target that reports phases over the notify socket says more than its log lines do:
     // then log-derived phases would only repeat it (the lines still go out as log.lines).
     if (body.kind === 'phase' && body.source === 'log' && this.status.phases.reported) return;
-    const event = this.ring.push(body, this.clock.sinceBootMs());
+    // A log line read late may belong to a target process that has since been replaced:
+    // its phase is not the new process's.
+    const target = this.status.target;
+    if (body.kind === 'phase' && t !== undefined && target && t < target.startedAt - CLOCK_SLACK_MS) return;
+    const event = this.ring.push(body, t ?? this.clock.sinceBootMs());
     this.status = applyEvent(this.status, event);
     if (event.kind === 'listener.bound' || event.kind === 'listener.unbound') this.health?.kick();
     this.link.flush();
@@ -156,7 +162,16 @@ export class Probe {
     this.openNotifySocket();
     await this.openCommandPort();
     if (this.config.journalUnit) {
-      this.journal = new JournalFollower(this.config.journalUnit, this.sigquit.tee(this.logs.input('journal')), this.log);
+      const out = this.sigquit.tee(this.logs.input('journal'));
+      this.journal = new JournalFollower(
+        this.config.journalUnit,
+        (message, t) => {
+          this.logs.stamp('journal', t);
+          out.feed(message);
+        },
+        this.log,
+        { toBootMs: (us) => this.clock.fromMonotonicUs(us) },
+      );
     }
     if (this.config.command.length) this.wrap();
     this.link.start();
