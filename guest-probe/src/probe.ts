@@ -32,7 +32,7 @@ import { KmsgReader } from './kmsg.js';
 import { FileFollower } from './logs/follow-file.js';
 import { JournalFollower } from './logs/journal.js';
 import { LogWatcher } from './logs/log-watcher.js';
-import { SigquitCapture, takeDump, waitForExit } from './dumps/index.js';
+import { SigquitCapture, takeDump, tracebackEnded, waitForExit } from './dumps/index.js';
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
 import { phaseEvent } from './phases.js';
@@ -49,6 +49,10 @@ export const PROBE_VERSION = '0.1.0';
 export const KEYFRAME_EVERY_MS = 60_000;
 /** In wrap mode, how long to wait for the collector to ack the exit before exiting anyway. */
 const EXIT_FLUSH_MS = 5000;
+/** After a SIGQUIT'ed target exited, how long the journal may take to hand over the end of
+ *  its traceback: journald tells readers of new entries at most every 250 ms
+ *  (POST_CHANGE_TIMER_INTERVAL_USEC), and later under load. */
+const JOURNAL_LAG_MAX_MS = 5000;
 
 export class Probe {
   readonly instanceId = randomId();
@@ -73,6 +77,9 @@ export class Probe {
   private readonly logs: LogWatcher;
   private readonly file: FileFollower | null;
   private journal: JournalFollower | null = null;
+  /** Journal entries that ended a Go traceback (its register dump), counted while a SIGQUIT
+   *  capture runs: the journal has delivered a dump once one more has come. */
+  private journalTracebackEnds = 0;
   private lastKeyframe = Date.now();
   private commandServer: net.Server | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -168,6 +175,7 @@ export class Probe {
         (message, t) => {
           this.logs.stamp('journal', t);
           out.feed(message);
+          if (this.sigquit.busy && tracebackEnded(message.toString('latin1'))) this.journalTracebackEnds++;
         },
         this.log,
         { toBootMs: (us) => this.clock.fromMonotonicUs(us) },
@@ -248,7 +256,7 @@ export class Probe {
           procRoot: this.config.procRoot,
           pprofUrl: this.config.pprofUrl,
           sigquit: this.sigquit,
-          exited: (p, signal) => waitForExit(p, { procRoot: this.config.procRoot, ...(signal ? { signal } : {}) }),
+          exited: (p, signal) => this.targetExited(p, signal),
           stderrSource: this.config.command.length ? 'wrap' : this.config.logFile ? 'file' : this.config.journalUnit ? 'journal' : null,
           pump: () => this.file?.poll(),
         },
@@ -275,6 +283,27 @@ export class Probe {
     } finally {
       this.inflight--;
     }
+  }
+
+  /** Resolves once `pid` is gone and, when its stderr comes through the journal, once the
+   *  journal has handed over the end of its traceback too (or JOURNAL_LAG_MAX_MS passed):
+   *  the capture's own short drain is far less than journald's delay. */
+  private targetExited(pid: number, signal: AbortSignal): Promise<void> {
+    const gone = waitForExit(pid, { procRoot: this.config.procRoot, signal });
+    if (!this.journal || this.config.command.length || this.config.logFile) return gone;
+    const ends = this.journalTracebackEnds;
+    return gone.then(
+      () =>
+        new Promise<void>((resolve) => {
+          const started = performance.now();
+          const timer = setInterval(() => {
+            if (signal.aborted || this.journalTracebackEnds > ends || performance.now() - started > JOURNAL_LAG_MAX_MS) {
+              clearInterval(timer);
+              resolve();
+            }
+          }, 25);
+        }),
+    );
   }
 
   private openNotifySocket(): void {
