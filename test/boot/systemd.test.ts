@@ -10,7 +10,8 @@
 //     journal's own times;
 //   - journalctl restarting loses and repeats no line;
 //   - the destructive goroutine dump comes from the journal while systemd restarts envd,
-//     and the probe carries on across envd's restarts.
+//     and the probe carries on across envd's restarts;
+//   - the live goroutine dump, read from envd's memory, leaves envd running.
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -224,20 +225,20 @@ describe.skipIf(unavailable !== null)(`a systemd guest booted with systemd-nspaw
       }
     }, 120_000);
 
-    // The live goroutine dump: mode goroutines without destructive, read from envd's memory
-    // while envd keeps running. It lands with the memory reader (guest-probe/src/dumps/go/);
-    // until then the probe answers NEEDS_DESTRUCTIVE, so this case cannot pass yet.
-    it.skip('takes the live goroutine dump without ending envd (waits for the memory reader)', async () => {
-      const envdPid = show('envd', 'MainPID');
-      const restarts = show('envd', 'NRestarts');
-      const r = await collector!.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines' });
-      expect(r.status, JSON.stringify(r.body)).toBe(201);
-      expect(r.body.complete).toBe(true);
-      expect(r.body.source).not.toBe('sigquit');
-      const dump = (await collector!.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
-      expect(dump.text).toContain('main.createCgroupManager');
-      expect(show('envd', 'MainPID')).toBe(envdPid);
-      expect(show('envd', 'NRestarts')).toBe(restarts);
-    });
+    it('takes the live goroutine dump from memory without ending envd', async () => {
+      try {
+        const envdPid = show('envd', 'MainPID');
+        const restarts = show('envd', 'NRestarts');
+        const r = await collector!.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines' });
+        expect(r.status, JSON.stringify(r.body)).toBe(201);
+        expect(r.body).toMatchObject({ source: 'memory', complete: true, pid: Number(envdPid) });
+        const dump = (await collector!.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
+        expect(dump.text).toContain('main.createCgroupManager');
+        expect(show('envd', 'MainPID')).toBe(envdPid);
+        expect(show('envd', 'NRestarts')).toBe(restarts);
+      } catch (err) {
+        throw new Error(`${(err as Error).message}\n${diagnostics()}`);
+      }
+    }, 60_000);
   });
 });
