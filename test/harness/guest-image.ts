@@ -124,8 +124,31 @@ export interface Overlay {
   remove: () => void;
 }
 
+const OVERLAY_PREFIX = 'vd-img-';
+const OWNER_FILE = 'owner';
+
+/** Overlays left by a test process that was killed before its afterAll (its guests died with
+ *  it): unmounted and removed. Those of live processes are left alone. */
+function removeStaleOverlays(): void {
+  for (const name of fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith(OVERLAY_PREFIX))) {
+    const base = path.join(os.tmpdir(), name);
+    let owner = 0;
+    try {
+      owner = Number(fs.readFileSync(path.join(base, OWNER_FILE), 'utf8'));
+    } catch {
+      continue; // not one of ours, or not written yet
+    }
+    if (!owner || alive(owner)) continue;
+    const root = path.join(base, 'root');
+    if (spawnSync('mountpoint', ['-q', root]).status === 0) spawnSync('umount', ['-l', root]);
+    fs.rmSync(base, { recursive: true, force: true });
+  }
+}
+
 export function overlay(image: string): Overlay {
-  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-img-'));
+  removeStaleOverlays();
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), OVERLAY_PREFIX));
+  fs.writeFileSync(path.join(base, OWNER_FILE), String(process.pid));
   const [upper, work, root, hostDir] = ['upper', 'work', 'root', 'h'].map((d) => path.join(base, d)) as [string, string, string, string];
   for (const d of [upper, work, root, hostDir]) fs.mkdirSync(d);
   let mounted = false;
