@@ -41,9 +41,10 @@ demo: build
 bench: build
 	node test/run-ts.mjs test/bench/run.ts
 
-# Install the probe into a VM root filesystem: make rootfs-install ROOTFS=/mnt/rootfs [ARCH=arm64 NODE_BIN=...]
+# Install the probe into a VM root filesystem (README, "Installing the probe into a VM image"):
+#   make rootfs-install ROOTFS=/mnt/rootfs [INIT=systemd|runit|openrc] [ARCH=x64|arm64 NODE_BIN=...]
 rootfs-install: build
-	bash scripts/rootfs-install.sh "$(ROOTFS)" $(or $(ARCH),x64)
+	bash scripts/rootfs-install.sh "$(ROOTFS)" $(or $(ARCH),x64) $(or $(INIT),systemd)
 
 # The probe's addon for arm64 guests: the same C sources, cross-compiled with Debian's
 # gcc-aarch64-linux-gnu against the (architecture-neutral) headers in /usr/include/node.

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import type net from 'node:net';
 import path from 'node:path';
 import {
+  CLOCK_SLACK_MS,
   DUMP_CHUNK_BYTES,
   MAX_TEXT,
   PROTOCOL_VERSION,
@@ -31,7 +32,7 @@ import { KmsgReader } from './kmsg.js';
 import { FileFollower } from './logs/follow-file.js';
 import { JournalFollower } from './logs/journal.js';
 import { LogWatcher } from './logs/log-watcher.js';
-import { SigquitCapture, takeDump, waitForExit } from './dumps/index.js';
+import { SigquitCapture, takeDump, tracebackEnded, waitForExit } from './dumps/index.js';
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
 import { phaseEvent } from './phases.js';
@@ -48,6 +49,10 @@ export const PROBE_VERSION = '0.1.0';
 export const KEYFRAME_EVERY_MS = 60_000;
 /** In wrap mode, how long to wait for the collector to ack the exit before exiting anyway. */
 const EXIT_FLUSH_MS = 5000;
+/** After a SIGQUIT'ed target exited, how long the journal may take to hand over the end of
+ *  its traceback: journald tells readers of new entries at most every 250 ms
+ *  (POST_CHANGE_TIMER_INTERVAL_USEC), and later under load. */
+const JOURNAL_LAG_MAX_MS = 5000;
 
 export class Probe {
   readonly instanceId = randomId();
@@ -72,6 +77,9 @@ export class Probe {
   private readonly logs: LogWatcher;
   private readonly file: FileFollower | null;
   private journal: JournalFollower | null = null;
+  /** Journal entries that ended a Go traceback (its register dump), counted while a SIGQUIT
+   *  capture runs: the journal has delivered a dump once one more has come. */
+  private journalTracebackEnds = 0;
   private lastKeyframe = Date.now();
   private commandServer: net.Server | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -105,7 +113,7 @@ export class Probe {
     const sockets = new SocketWatcher({ procRoot: config.procRoot, emit, census, sinceBootMs: () => this.clock.sinceBootMs() });
     const kmsg = config.kmsg ? new KmsgReader({ path: config.kmsg, emit, log }) : null;
     this.kmsg = kmsg;
-    this.logs = new LogWatcher({ pattern: config.phasePattern, emit });
+    this.logs = new LogWatcher({ pattern: config.phasePattern, emit: (body, t) => this.emit(body, t) });
     this.file = config.logFile ? new FileFollower(config.logFile, this.sigquit.tee(this.logs.input('file')), { log }) : null;
     this.watchers = [
       this.target,
@@ -132,8 +140,9 @@ export class Probe {
     });
   }
 
-  /** Records one observation: numbered, stamped, applied to the status, sent soon. */
-  emit(body: EventBody): void {
+  /** Records one observation: numbered, stamped (now, or `t` when the source knows when it
+   *  happened: a journal entry), applied to the status, sent soon. */
+  emit(body: EventBody, t?: number): void {
     // The collector rejects a batch holding one event that breaks the schema, and the probe
     // would resend it forever: check here, with the same schema, before it enters the ring.
     try {
@@ -146,7 +155,11 @@ export class Probe {
     // A target that reports phases over the notify socket says more than its log lines do:
     // then log-derived phases would only repeat it (the lines still go out as log.lines).
     if (body.kind === 'phase' && body.source === 'log' && this.status.phases.reported) return;
-    const event = this.ring.push(body, this.clock.sinceBootMs());
+    // A log line read late may belong to a target process that has since been replaced:
+    // its phase is not the new process's.
+    const target = this.status.target;
+    if (body.kind === 'phase' && t !== undefined && target && t < target.startedAt - CLOCK_SLACK_MS) return;
+    const event = this.ring.push(body, t ?? this.clock.sinceBootMs());
     this.status = applyEvent(this.status, event);
     if (event.kind === 'listener.bound' || event.kind === 'listener.unbound') this.health?.kick();
     this.link.flush();
@@ -156,7 +169,17 @@ export class Probe {
     this.openNotifySocket();
     await this.openCommandPort();
     if (this.config.journalUnit) {
-      this.journal = new JournalFollower(this.config.journalUnit, this.sigquit.tee(this.logs.input('journal')), this.log);
+      const out = this.sigquit.tee(this.logs.input('journal'));
+      this.journal = new JournalFollower(
+        this.config.journalUnit,
+        (message, t) => {
+          this.logs.stamp('journal', t);
+          out.feed(message);
+          if (this.sigquit.busy && tracebackEnded(message.toString('latin1'))) this.journalTracebackEnds++;
+        },
+        this.log,
+        { toBootMs: (us) => this.clock.fromMonotonicUs(us) },
+      );
     }
     if (this.config.command.length) this.wrap();
     this.link.start();
@@ -233,7 +256,7 @@ export class Probe {
           procRoot: this.config.procRoot,
           pprofUrl: this.config.pprofUrl,
           sigquit: this.sigquit,
-          exited: (p, signal) => waitForExit(p, { procRoot: this.config.procRoot, ...(signal ? { signal } : {}) }),
+          exited: (p, signal) => this.targetExited(p, signal),
           stderrSource: this.config.command.length ? 'wrap' : this.config.logFile ? 'file' : this.config.journalUnit ? 'journal' : null,
           pump: () => this.file?.poll(),
         },
@@ -260,6 +283,27 @@ export class Probe {
     } finally {
       this.inflight--;
     }
+  }
+
+  /** Resolves once `pid` is gone and, when its stderr comes through the journal, once the
+   *  journal has handed over the end of its traceback too (or JOURNAL_LAG_MAX_MS passed):
+   *  the capture's own short drain is far less than journald's delay. */
+  private targetExited(pid: number, signal: AbortSignal): Promise<void> {
+    const gone = waitForExit(pid, { procRoot: this.config.procRoot, signal });
+    if (!this.journal || this.config.command.length || this.config.logFile) return gone;
+    const ends = this.journalTracebackEnds;
+    return gone.then(
+      () =>
+        new Promise<void>((resolve) => {
+          const started = performance.now();
+          const timer = setInterval(() => {
+            if (signal.aborted || this.journalTracebackEnds > ends || performance.now() - started > JOURNAL_LAG_MAX_MS) {
+              clearInterval(timer);
+              resolve();
+            }
+          }, 25);
+        }),
+    );
   }
 
   private openNotifySocket(): void {

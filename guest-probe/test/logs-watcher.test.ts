@@ -184,4 +184,15 @@ describe('LogWatcher', () => {
     w.flush();
     expect(ofKind('log.lines').flatMap((b) => b.lines)).toHaveLength(60);
   });
+
+  it('emits a phase at the time its stream was stamped with, and at "now" without a stamp', () => {
+    const times: Array<number | undefined> = [];
+    const w = new LogWatcher({ pattern: compilePhasePattern(DEFAULT_PHASE_PATTERN), emit: (e, t) => e.kind === 'phase' && times.push(t) });
+    w.stamp('journal', 1234.5);
+    w.input('journal').feed(Buffer.from('envd startup: creating logger\n'));
+    w.stamp('journal', 2000);
+    w.input('journal').feed(Buffer.from('envd startup: creating HTTP router\n'));
+    w.input('stderr').feed(Buffer.from('envd startup: mounting filesystem RPC service\n'));
+    expect(times).toEqual([1234.5, 2000, undefined]);
+  });
 });

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"time"
 )
+
+// notifyTimeout bounds one datagram write. A reader that has stopped reading (frozen,
+// stuck) lets its queue fill, net.unix.max_dgram_qlen datagrams (often 10), and then a
+// plain write blocks forever, and the start-up with it.
+const notifyTimeout = 100 * time.Millisecond
 
 // notifier sends sd_notify(3)-style datagrams to $NOTIFY_SOCKET.
 // A zero notifier (no socket, or -no-notify) sends nothing.
@@ -14,14 +21,19 @@ type notifier struct {
 }
 
 func newNotifier(disabled bool) *notifier {
+	socket := os.Getenv("NOTIFY_SOCKET")
+	// The socket is for this process alone: a child that inherited it could report
+	// phases and READY=1 in its name.
+	os.Unsetenv("NOTIFY_SOCKET")
 	if disabled {
 		return &notifier{}
 	}
-	return &notifier{socket: os.Getenv("NOTIFY_SOCKET")}
+	return &notifier{socket: socket}
 }
 
 // send writes one datagram. Like sd_notify it opens a fresh socket each time.
 // Failures are reported once on stderr and otherwise ignored: envd would keep starting.
+// After a write timed out nothing more is sent: that reader is not reading.
 func (n *notifier) send(msg string) {
 	if n.socket == "" {
 		return
@@ -29,11 +41,15 @@ func (n *notifier) send(msg string) {
 	// Go's net package maps a leading '@' to a NUL byte, i.e. the abstract namespace.
 	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: n.socket, Net: "unixgram"})
 	if err == nil {
+		conn.SetWriteDeadline(time.Now().Add(notifyTimeout))
 		_, err = conn.Write([]byte(msg))
 		conn.Close()
 	}
 	if err != nil && !n.warned {
 		n.warned = true
 		fmt.Fprintf(os.Stderr, "fake-envd: NOTIFY_SOCKET %q: %v (further notify errors suppressed)\n", n.socket, err)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		n.socket = ""
 	}
 }

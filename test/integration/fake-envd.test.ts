@@ -283,6 +283,23 @@ describe('fake-envd', () => {
     expect(rx.datagrams).toEqual([]);
   });
 
+  it('a notify reader that stopped reading does not stall the start-up (bounded write, then no more)', async () => {
+    // Bound, never read: after net.unix.max_dgram_qlen datagrams (often 10) a plain write
+    // blocks. 13 datagrams go out in a default start.
+    const socket = await notifySocketPath();
+    const deaf = spawn('python3', ['-c', 'import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1]); print("bound", flush=True); sys.stdin.read()', socket], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    children.push(deaf);
+    await once(deaf.stdout!, 'data');
+    const port = await freePort();
+    const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port)], { NOTIFY_SOCKET: socket });
+    await waitReady(fe);
+    expect(fe.phaseLines()).toEqual(expectedPhaseLines(port));
+    expect(fe.stderr().match(/NOTIFY_SOCKET/g)).toHaveLength(1);
+    expect(fe.stderr()).toMatch(/i\/o timeout \(further notify errors suppressed\)/);
+  });
+
   it('-hang-in cgroup-manager: stderr stops after that phase, port unbound, process alive', async () => {
     const rx = await startNotifyReceiver(await notifySocketPath());
     const port = await freePort();

@@ -6,7 +6,8 @@
 //                                              └─► pending batch ─► flush() ─► `log.lines` event
 //
 // Phase lines are emitted at once (at most maxPhasesPerSecond; the rest are counted and
-// reported in a notice). Ordinary lines wait for flush(), which the probe calls about once
+// reported in a notice), at the time stamp() gave their stream if it gave one (the journal
+// knows when envd logged a line; the probe may read it later), else at the time seen. Ordinary lines wait for flush(), which the probe calls about once
 // a second: one `log.lines` event per stream holding at most MAX_LOG_LINES_PER_BATCH lines;
 // lines over the per-stream budget (maxLinesPerSecond) or over the batch size are counted
 // in the batch's `dropped`, never kept.
@@ -27,7 +28,8 @@ export interface LogWriter {
 
 export interface LogWatcherOptions {
   pattern: RegExp;
-  emit: (e: EventBody) => void;
+  /** `t`: when the line was logged (ms since boot), if its stream was stamped. */
+  emit: (e: EventBody, t?: number) => void;
   /** Lines kept for tail() (default 200). */
   tailLines?: number;
   /** Lines per second and stream that go into batches (default 200); the rest are counted. */
@@ -70,6 +72,8 @@ class StreamState {
   dropped = 0;
   windowStart = -Infinity;
   windowCount = 0;
+  /** When the lines being fed were logged (stamp()); undefined: now. */
+  at: number | undefined;
   readonly writer: LogWriter;
 
   constructor(onLine: (line: string, cut: boolean) => void, counters: LogWatcherCounters) {
@@ -99,7 +103,7 @@ export class LogWatcher {
   };
   private readonly streams = new Map<LogStream, StreamState>();
   private readonly pattern: RegExp;
-  private readonly emitEvent: (e: EventBody) => void;
+  private readonly emitEvent: (e: EventBody, t?: number) => void;
   private readonly tailLines: number;
   private readonly maxLinesPerSecond: number;
   private readonly maxPhasesPerSecond: number;
@@ -139,6 +143,13 @@ export class LogWatcher {
       this.streams.set(stream, state);
     }
     return state.writer;
+  }
+
+  /** Lines of `stream` fed from now on were logged at `t` (ms since boot), until the next
+   *  stamp. For a source that knows each line's time: stamp, then feed that line. */
+  stamp(stream: LogStream, t: number | undefined): void {
+    this.input(stream);
+    this.streams.get(stream)!.at = t;
   }
 
   /** The last tailLines lines, oldest first. */
@@ -188,7 +199,7 @@ export class LogWatcher {
       if (this.phaseWindowCount < this.maxPhasesPerSecond) {
         this.phaseWindowCount++;
         this.counters.phases++;
-        this.emitEvent({ kind: 'phase', source: 'log', ...phase });
+        this.emitEvent({ kind: 'phase', source: 'log', ...phase }, state.at);
       } else {
         this.counters.phasesDropped++;
         this.phasesDroppedUnreported++;
