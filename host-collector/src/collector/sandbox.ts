@@ -5,7 +5,16 @@
 
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
-import { CLOCK_SLACK_MS, applyEvent, listen, type Hello, type ProbeEvent, type ProbeStatus } from '@vsockdiag/proto';
+import {
+  CLOCK_SLACK_MS,
+  PROTOCOL_ERROR_CODES,
+  applyEvent,
+  listen,
+  type Hello,
+  type ProbeEvent,
+  type ProbeStatus,
+  type ProtocolErrorCode,
+} from '@vsockdiag/proto';
 import { Budget, type BudgetLimits } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { Logger } from './logger.js';
@@ -41,10 +50,6 @@ export const MAX_PENDING = 2;
  *  an honest probe (reconnect backoff capped at 2 s) is back within a few seconds. */
 export const COOLDOWN_MS = 2000;
 
-/** Close codes that are no sign of a misbehaving guest, so no cool-down: a link that went
- *  quiet (a snapshot's transport reset can look like that), a stream cut mid-frame (a probe
- *  killed, a reset), and the collector's own failures. Clean closes carry no code at all. */
-const NO_COOLDOWN = new Set(['ERR_IDLE', 'ERR_TRUNCATED', 'ERR_STORE', 'ERR_INTERNAL']);
 
 export interface StateChange {
   id: string;
@@ -294,11 +299,14 @@ export class Sandbox extends EventEmitter implements SessionHost {
     if (session === this.session) this.clock.observe(sinceBootMs);
   }
 
-  onClose(session: Session, reason: string, code: string | null): void {
+  onClose(session: Session, reason: string, code: ProtocolErrorCode | null): void {
     this.pending.delete(session);
     if (code) {
       this.counters.protocolErrors++;
-      if (!NO_COOLDOWN.has(code)) this.cooldownUntil = Date.now() + COOLDOWN_MS;
+      // Only a guest that sent what it must not cools down: not a link that went quiet (a
+      // snapshot's transport reset can look like that) or was cut mid-frame (a probe killed,
+      // a reset), nor the collector's own failures. Clean closes carry no code at all.
+      if (PROTOCOL_ERROR_CODES[code].cause === 'peer') this.cooldownUntil = Date.now() + COOLDOWN_MS;
     }
     if (session.generation > 0) this.store.closeSession(this.id, session.generation, code ? `${code}: ${reason}` : reason);
     if (session !== this.session) return;
