@@ -10,18 +10,20 @@ import {
   PROTOCOL_ERROR_CODES,
   applyEvent,
   listen,
+  type DumpMode,
   type Hello,
   type ProbeEvent,
   type ProbeStatus,
   type ProtocolErrorCode,
 } from '@vsockdiag/proto';
+import type { CollectorEventKind, ConditionName, DumpTrigger, SandboxState } from '../catalogue.js';
 import { Budget, type BudgetLimits } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { Logger } from './logger.js';
 import { Session, type SessionHost } from './session.js';
 import type { EventRecord, Store } from './store.js';
-import { conditions, conditionsRecheckAt, type Condition, type ConditionName, type ConditionSettings, type KernelNote } from './conditions.js';
-import { decide, type SandboxState, type Verdict, type VerdictInput } from './verdict.js';
+import { conditions, conditionsRecheckAt, type Condition, type ConditionSettings, type KernelNote } from './conditions.js';
+import { decide, type Verdict, type VerdictInput } from './verdict.js';
 
 export interface SandboxSettings {
   vsockPort: number;
@@ -66,7 +68,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   clock = new GuestClock();
   probe: { instanceId: string; version: string; bootId: string; generation: number; pprof: boolean } | null = null;
   /** The newest dumps (ids into the store), newest last, for linking from the state. */
-  recentDumps: Array<{ id: number | null; mode: string; trigger: string; at: number; complete: boolean; error?: string }> = [];
+  recentDumps: Array<{ id: number | null; mode: DumpMode; trigger: DumpTrigger; at: number; complete: boolean; error?: string }> = [];
   listenError: string | null = null;
   connectedAt: number | undefined;
   disconnectedAt: number | undefined;
@@ -403,7 +405,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   /** A dump was taken (or failed): into the history, and linked from the sandbox. */
-  recordDump(d: { dumpId?: number; mode: string; trigger: string; complete: boolean; error?: string; blockedIn?: string; count?: number }): void {
+  recordDump(d: { dumpId?: number; mode: DumpMode; trigger: DumpTrigger; complete: boolean; error?: string; blockedIn?: string; count?: number }): void {
     this.record('dump', d);
     this.recentDumps.push({
       id: d.dumpId ?? null,
@@ -414,7 +416,6 @@ export class Sandbox extends EventEmitter implements SessionHost {
       ...(d.error ? { error: d.error } : {}),
     });
     if (this.recentDumps.length > 10) this.recentDumps.shift();
-    this.emit('dump', d);
   }
 
   /** Records conditions as they are raised and cleared, so the history shows them. */
@@ -432,7 +433,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   /** A collector-side event (state change, session edge, gap) in the sandbox's history. */
-  private record(kind: string, data: Record<string, unknown>): void {
+  private record(kind: CollectorEventKind, data: Record<string, unknown>): void {
     const row: EventRecord = { sandboxId: this.id, generation: this.generation, seq: null, kind, tGuest: null, tHost: Date.now(), data };
     this.store.append([row]);
     this.emit('recorded', [row]);
