@@ -1,11 +1,12 @@
 // Terminal output for the client commands.
 
+import { isSandboxState, type SandboxState } from '../catalogue.js';
 import type { summary } from '../http/present.js';
 
 /** A sandbox as the API lists it (http/present.ts is the one source of that shape). */
 export type SandboxSummary = ReturnType<typeof summary>;
 
-const COLORS: Record<string, string> = {
+const COLORS: Record<SandboxState, string> = {
   ready: '32',
   starting: '36',
   booting: '36',
@@ -15,8 +16,9 @@ const COLORS: Record<string, string> = {
   silent: '33',
 };
 
+/** A state as the API gave it (a newer collector may know states this CLI does not). */
 export function colorState(state: string, tty: boolean): string {
-  return tty && COLORS[state] ? `\x1b[${COLORS[state]}m${state}\x1b[0m` : state;
+  return tty && isSandboxState(state) ? `\x1b[${COLORS[state]}m${state}\x1b[0m` : state;
 }
 
 export function sinceText(iso: string, now = Date.now()): string {
