@@ -1,5 +1,6 @@
 // Terminal output for the client commands.
 
+import { formatDuration } from '@vsockdiag/proto';
 import { isSandboxState, type SandboxState } from '../catalogue.js';
 import type { summary } from '../http/present.js';
 
@@ -21,11 +22,9 @@ export function colorState(state: string, tty: boolean): string {
   return tty && isSandboxState(state) ? `\x1b[${COLORS[state]}m${state}\x1b[0m` : state;
 }
 
+/** How long since an ISO time, written as reasons write durations. */
 export function sinceText(iso: string, now = Date.now()): string {
-  const s = Math.max(0, (now - Date.parse(iso)) / 1000);
-  if (s < 60) return `${s.toFixed(1)}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${Math.floor(s % 60)}s`;
-  return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`;
+  return formatDuration(Math.max(0, now - Date.parse(iso)));
 }
 
 export function table(rows: SandboxSummary[], tty: boolean): string {
