@@ -110,7 +110,6 @@ export const CONDITIONS = {
 } as const satisfies Record<string, { meaning: string }>;
 
 export type ConditionName = keyof typeof CONDITIONS;
-export const CONDITION_NAMES = Object.keys(CONDITIONS) as readonly ConditionName[];
 
 // ---- the collector's own events ----
 
@@ -126,7 +125,6 @@ export const COLLECTOR_EVENTS = {
 } as const satisfies Record<string, { meaning: string }>;
 
 export type CollectorEventKind = keyof typeof COLLECTOR_EVENTS;
-export const COLLECTOR_EVENT_KINDS = Object.keys(COLLECTOR_EVENTS) as readonly CollectorEventKind[];
 
 /** Who asked for a dump (a dump's `trigger`). */
 export const DUMP_TRIGGERS = {
