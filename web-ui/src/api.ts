@@ -21,7 +21,7 @@ import {
   isSandboxState,
   type CollectorEventKind,
 } from '../../host-collector/src/catalogue';
-import { DUMP_MODES, type DumpMode } from '../../proto/src/codes';
+import { DUMP_MODES, DUMP_MODE_INFO, type DumpMode } from '../../proto/src/codes';
 import type { EventKind } from '../../proto/src/events';
 import type { CreatorGroup } from '../../host-collector/src/dumps/creators';
 import type { Frame } from '../../host-collector/src/dumps/goroutines';
@@ -30,7 +30,7 @@ import type { ThreadGroup, ThreadSyscall } from '../../host-collector/src/dumps/
 import type { detail, dumpBrief, dumpDetail, dumpDiff, phaseStats, summary } from '../../host-collector/src/http/present';
 
 export type { CreatorGroup, Frame, GoroutineGroup, LabelSetCount, ThreadGroup, ThreadSyscall };
-export { DUMP_MODES, ENDED_STATES, OUTCOME_STATES, STARTING_UP_STATES, STATES_TROUBLE_FIRST, isSandboxState, type DumpMode };
+export { DUMP_MODES, DUMP_MODE_INFO, ENDED_STATES, OUTCOME_STATES, STARTING_UP_STATES, STATES_TROUBLE_FIRST, isSandboxState, type DumpMode };
 
 /** Trouble first: the order of the fleet list and of the counts (a state this dashboard does
  *  not know, from a newer collector, last). */
