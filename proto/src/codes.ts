@@ -32,9 +32,10 @@ export const PROTOCOL_ERROR_CODES = {
 
 export type ProtocolErrorCode = keyof typeof PROTOCOL_ERROR_CODES;
 
-/** What a dump asks for (the `mode` of a dump command, the API and `vsockdiag dump`). */
+/** What a dump asks for (the `mode` of a dump command, the API and `vsockdiag dump`). The
+ *  dashboard shows these meanings as they are, so they are plain text, not markdown. */
 export const DUMP_MODE_INFO = {
-  threads: { meaning: "every task of the target: state, wait channel, syscall and kernel stack, from /proc (harmless)" },
+  threads: { meaning: 'every task of the target: state, wait channel, syscall and kernel stack, from /proc (harmless)' },
   goroutines: { meaning: "a Go dump: the target's pprof page or its memory (harmless), or SIGQUIT when destructive (ends the target)" },
   native: { meaning: 'native stacks by gdb, else eu-stack (both stop the target briefly)' },
 } as const satisfies Record<string, { meaning: string }>;
@@ -44,8 +45,8 @@ export const DUMP_MODES = Object.keys(DUMP_MODE_INFO) as readonly DumpMode[];
 
 /** How the probe took a dump (the `source` of its answer). */
 export const DUMP_SOURCE_INFO = {
-  proc: { meaning: '/proc of the target (threads)' },
-  pprof: { meaning: "the target's goroutine pprof page (--pprof-url)" },
+  proc: { meaning: "the target's `/proc` (threads)" },
+  pprof: { meaning: "the target's goroutine pprof page (`--pprof-url`)" },
   memory: { meaning: "read from the target's memory, the target neither stopped nor signalled" },
   sigquit: { meaning: "the Go runtime's own traceback, printed on SIGQUIT as the target exits" },
   gdb: { meaning: 'gdb attached to the target' },
