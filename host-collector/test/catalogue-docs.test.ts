@@ -4,7 +4,7 @@
 // README's own tables of states and conditions are held to the same catalogues.
 
 import fs from 'node:fs';
-import { DUMP_MODE_INFO, DUMP_SOURCE_INFO, PROTOCOL_ERROR_CODES } from '@vsockdiag/proto';
+import { ADDRESS_ERROR_CODES, DUMP_MODE_INFO, DUMP_SOURCE_INFO, PROTOCOL_ERROR_CODES } from '@vsockdiag/proto';
 import { describe, expect, it } from 'vitest';
 import { API_ERRORS, COLLECTOR_EVENTS, CONDITIONS, DUMP_TRIGGERS, REQUEST_ERRORS, SANDBOX_STATES } from '../src/catalogue.js';
 
@@ -62,6 +62,7 @@ const LISTINGS: Listing[] = [
     header: ['code', 'cause', 'meaning'],
     expected: rowsOf(PROTOCOL_ERROR_CODES, (e) => [e.cause, e.meaning]),
   },
+  { file: 'docs/codes.md', heading: 'Address errors', header: ['code', 'meaning'], expected: rowsOf(ADDRESS_ERROR_CODES, meaning) },
   {
     file: 'docs/codes.md',
     heading: 'API error codes',

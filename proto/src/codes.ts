@@ -1,5 +1,6 @@
 // The codes both sides share, each defined once with its meaning: why a probe ↔ collector
-// connection was closed, and the dump vocabulary (modes asked for, sources answered with).
+// connection was closed, why an address could not be used, and the dump vocabulary (modes
+// asked for, sources answered with).
 // They live in proto/ because the guest and the host both speak them; codes only one side
 // uses live on that side (the collector's in host-collector/src/catalogue.ts).
 //
@@ -31,6 +32,14 @@ export const PROTOCOL_ERROR_CODES = {
 } as const satisfies Record<string, { cause: CloseCause; meaning: string }>;
 
 export type ProtocolErrorCode = keyof typeof PROTOCOL_ERROR_CODES;
+
+/** Why an address (a flag, a setting) cannot be used: raised before any connection exists. */
+export const ADDRESS_ERROR_CODES = {
+  ERR_BAD_ADDRESS: { meaning: 'not an address: one of `vsock:CID:PORT`, `unix:PATH` or `tcp:HOST:PORT`, in range' },
+  ERR_VSOCK_UNAVAILABLE: { meaning: "a vsock address in a process without the probe's native vsock addon" },
+} as const satisfies Record<string, { meaning: string }>;
+
+export type AddressErrorCode = keyof typeof ADDRESS_ERROR_CODES;
 
 /** What a dump asks for (the `mode` of a dump command, the API and `vsockdiag dump`). The
  *  dashboard shows these meanings as they are, so they are plain text, not markdown. */
