@@ -4,10 +4,11 @@
 //
 // The sandbox types are those of the collector's presenters (host-collector/src/http/present.ts,
 // the one place the API's sandbox JSON is shaped) and the dump groups those of its parsers:
-// type-only imports, so nothing of the collector is bundled here, and the dashboard cannot
-// drift from what the API sends. The codes (states, dump modes, event kinds) come from the
-// catalogues, which are pure constant modules: the only values the dashboard takes from
-// across the boundary (test/integration/boundary.test.ts).
+// type-only imports, so the dashboard cannot drift from what the API sends. The codes
+// (states, dump modes, event kinds) come from the catalogues, host-collector/src/catalogue.ts
+// and proto/src/codes.ts: pure constant modules, the only kind the dashboard may take values
+// from across the boundary (test/integration/boundary.test.ts), so no code of the collector
+// runs in the browser.
 //
 // Everything typed here as string may come from the guest: render it as React text only.
 
