@@ -5,13 +5,13 @@
 // Hand-parsed on purpose: the probe ships as one small bundle with no dependencies.
 
 import fs from 'node:fs';
-import { DEFAULTS, parseAddress, parseDuration } from '@vsockdiag/proto';
+import { DEFAULTS, VSOCK_CID_HOST, parseAddress, parseDuration } from '@vsockdiag/proto';
 import { DEFAULT_PHASE_PATTERN, compilePhasePattern } from './logs/phase-pattern.js';
 
 type Kind = 'string' | 'address' | 'port' | 'duration' | 'path' | 'url' | 'regex';
 
 const OPTIONS = {
-  connect: { kind: 'address', def: `vsock:2:${DEFAULTS.vsockPort}`, help: 'collector address' },
+  connect: { kind: 'address', def: `vsock:${VSOCK_CID_HOST}:${DEFAULTS.vsockPort}`, help: 'collector address' },
   listen: { kind: 'address', def: `vsock:any:${DEFAULTS.probePort}`, help: 'command port for host-initiated connections ("off" to disable)' },
   target: { kind: 'string', def: DEFAULTS.target, help: 'process name of the target' },
   'pid-file': { kind: 'path', def: '', help: 'read the target pid from this file instead of searching by name' },

@@ -12,7 +12,7 @@ export interface NotifyHandle {
   close(): void;
 }
 
-/** Called once per datagram: at most 4096 bytes, the sender pid (0 if unknown), and whether it was longer. */
+/** Called once per datagram: at most MAX_NOTIFY_DATAGRAM bytes, the sender pid (0 if unknown), and whether it was longer. */
 export type NotifyDatagramCallback = (buf: Buffer, pid: number, truncated: boolean) => void;
 
 export interface NativeAddon {

@@ -11,6 +11,7 @@ import path from 'node:path';
 import {
   CLOCK_SLACK_MS,
   DUMP_CHUNK_BYTES,
+  MAX_NOTIFY_DATAGRAM,
   MAX_TEXT,
   PROTOCOL_VERSION,
   applyEvent,
@@ -330,7 +331,7 @@ export class Probe {
         this.emit({
           kind: 'probe.notice',
           level: 'warn',
-          message: `${notify.counters.oversize - this.oversizeReported} notify datagram(s) over 4096 bytes rejected (${notify.counters.oversize} in all)`,
+          message: `${notify.counters.oversize - this.oversizeReported} notify datagram(s) over ${MAX_NOTIFY_DATAGRAM} bytes rejected (${notify.counters.oversize} in all)`,
         });
         this.oversizeReported = notify.counters.oversize;
       }

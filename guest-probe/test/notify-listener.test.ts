@@ -2,6 +2,7 @@ import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { MAX_NOTIFY_DATAGRAM } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { loadNative } from '../src/native.js';
@@ -166,21 +167,21 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     expect(l.counters).toEqual({ received: 2, rejected: 1, oversize: 1, invalidLines: 0 });
   });
 
-  it('gives the raw callback exactly 4096 bytes and truncated=true for longer datagrams', async () => {
+  it('gives the raw callback exactly MAX_NOTIFY_DATAGRAM bytes and truncated=true for longer datagrams', async () => {
     const sock = path.join(tmp(), 'raw');
     const seen: [number, number, boolean][] = [];
     const h = loadNative().notifyBind(sock, (buf, pid, truncated) => seen.push([buf.length, pid, truncated]));
     try {
       const pid = await pySend(sock, [
-        { fill: 0x41, count: 4096 },
-        { fill: 0x41, count: 4097 },
+        { fill: 0x41, count: MAX_NOTIFY_DATAGRAM },
+        { fill: 0x41, count: MAX_NOTIFY_DATAGRAM + 1 },
         { fill: 0x41, count: 70000 },
       ]);
       await waitFor(() => seen.length === 3, '3 datagrams');
       expect(seen).toEqual([
-        [4096, pid, false],
-        [4096, pid, true],
-        [4096, pid, true],
+        [MAX_NOTIFY_DATAGRAM, pid, false],
+        [MAX_NOTIFY_DATAGRAM, pid, true],
+        [MAX_NOTIFY_DATAGRAM, pid, true],
       ]);
     } finally {
       h.close();

@@ -113,7 +113,7 @@ describe('the time limit', () => {
     const a = analyzer({ workerUrl: stalling.url, timeLimitMs: 1000 });
     const err = await a.diff(gz(THREADS_1), gz(stall('STALL'))).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AnalysisError);
-    expect(err).toMatchObject({ code: 'TIMEOUT', message: 'the diff took longer than 1.0s' });
+    expect(err).toMatchObject({ code: 'ANALYSIS_TIMEOUT', message: 'the diff took longer than 1.0s' });
     expect((await a.diff(gz(THREADS_1), gz(THREADS_2))).kind).toBe('threads');
   });
 
@@ -123,6 +123,6 @@ describe('the time limit', () => {
     expect(got.analysis).toEqual({ kind: 'unknown' });
     expect(got.notAnalysed).toMatch(/dump worker/);
     expect(zlib.gunzipSync(got.gz).equals(THREADS_1)).toBe(true);
-    await expect(a.diff(gz(THREADS_1), gz(THREADS_2))).rejects.toMatchObject({ code: 'FAILED' });
+    await expect(a.diff(gz(THREADS_1), gz(THREADS_2))).rejects.toMatchObject({ code: 'ANALYSIS_FAILED' });
   });
 });

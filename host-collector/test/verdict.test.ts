@@ -1,6 +1,7 @@
 import type { ProbeStatus } from '@vsockdiag/proto';
 import { describe, expect, it } from 'vitest';
-import { STATES, decide, type VerdictInput } from '../src/collector/verdict.js';
+import { STATES } from '../src/catalogue.js';
+import { decide, type VerdictInput } from '../src/collector/verdict.js';
 
 // Guest time == host time (identity mapping), so every number below reads directly.
 const identity = (g: number) => g;

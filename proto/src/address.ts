@@ -1,5 +1,7 @@
 // The one address syntax both sides accept: vsock:CID:PORT, unix:PATH, tcp:HOST:PORT.
 
+import type { AddressErrorCode } from './codes.js';
+
 export type Address =
   | { kind: 'vsock'; cid: number; port: number }
   | { kind: 'unix'; path: string }
@@ -12,7 +14,7 @@ export const VSOCK_CID_HOST = 2;
 
 export class AddressError extends Error {
   override readonly name = 'AddressError';
-  readonly code = 'ERR_BAD_ADDRESS';
+  readonly code: AddressErrorCode = 'ERR_BAD_ADDRESS';
 }
 
 function parsePort(text: string, whole: string): number {

@@ -140,7 +140,6 @@ const eventShapes = {
 
 type Shapes = typeof eventShapes;
 export type EventKind = keyof Shapes;
-export const EVENT_KINDS = Object.keys(eventShapes) as EventKind[];
 
 const eventSchemas = Object.fromEntries(
   Object.entries(eventShapes).map(([kind, shape]) => [kind, s.object({ ...envelopeShape, ...shape })]),

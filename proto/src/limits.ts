@@ -28,7 +28,8 @@ export const MAX_FIELD_KEY = 64;
 export const MAX_LOG_LINE = 2048;
 /** …and sent at most this many per batch (about one batch a second). */
 export const MAX_LOG_LINES_PER_BATCH = 200;
-/** sd_notify datagrams above this are rejected (systemd uses the same order of size). */
+/** sd_notify datagrams above this are rejected (systemd uses the same order of size). The addon
+ *  enforces it in C: guest-probe/native/src/notify.h has the same number (a test checks). */
 export const MAX_NOTIFY_DATAGRAM = 4096;
 
 /** Dumps travel in chunks of at most this many bytes… */

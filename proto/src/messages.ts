@@ -8,13 +8,9 @@
 import * as s from './schema.js';
 import { eventSchema, statusSchema } from './events.js';
 import { DUMP_CHUNK_BYTES, MAX_DUMP_BYTES, MAX_EVENTS_PER_BATCH, MAX_NAME, MAX_TEXT } from './limits.js';
+import { DUMP_MODES, DUMP_SOURCES } from './codes.js';
 
 export const COMMAND_OPS = ['status', 'dump'] as const;
-/** threads: every task's state, wchan, syscall and kernel stack (harmless); goroutines: a Go
- *  dump (pprof, harmless; or SIGQUIT, which ends the target); native: gdb/eu-stack. */
-export const DUMP_MODES = ['threads', 'goroutines', 'native'] as const;
-export const DUMP_SOURCES = ['proc', 'pprof', 'memory', 'sigquit', 'gdb', 'eu-stack', 'none'] as const;
-export type DumpMode = (typeof DUMP_MODES)[number];
 
 const ms = s.number({ min: 0, max: 1e13 });
 const seq = s.int({ min: 0 });

@@ -10,6 +10,7 @@
 // put together while the error unwinds, not on the way in: valid messages, which is nearly
 // all of them, build no path strings (the collector parses thousands a second).
 
+import type { ProtocolErrorCode } from './codes.js';
 import { ProtocolError } from './errors.js';
 
 export interface Schema<T> {
@@ -31,7 +32,7 @@ export type ObjectOf<S extends object> = Simplify<
   { [K in RequiredKeys<S>]: Infer<S[K]> } & { [K in OptionalKeys<S>]?: Exclude<Infer<S[K]>, undefined> }
 >;
 
-type SchemaErrorCode = 'ERR_SCHEMA' | 'ERR_UNKNOWN_TYPE' | 'ERR_UNKNOWN_KIND';
+type SchemaErrorCode = Extract<ProtocolErrorCode, 'ERR_SCHEMA' | 'ERR_UNKNOWN_TYPE' | 'ERR_UNKNOWN_KIND'>;
 
 /** A violation at `at` (a path like "events[3].pid", '' for the value itself). */
 class SchemaError extends ProtocolError {
@@ -219,7 +220,7 @@ export function object<S extends Shape>(shape: S): Schema<ObjectOf<S>> {
 export function variant<K extends string, M extends Record<string, Schema<object>>>(
   tag: K,
   members: M,
-  unknownCode: 'ERR_UNKNOWN_TYPE' | 'ERR_UNKNOWN_KIND',
+  unknownCode: Exclude<SchemaErrorCode, 'ERR_SCHEMA'>,
 ): Schema<{ [T in keyof M]: Infer<M[T]> & { [P in K]: T } }[keyof M]> {
   return {
     parse(v) {

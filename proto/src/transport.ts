@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { formatAddress, parseAddress, type Address } from './address.js';
+import type { AddressErrorCode } from './codes.js';
 
 export interface VsockBackend {
   dial(cid: number, port: number, timeoutMs: number): Promise<net.Socket>;
@@ -25,7 +26,7 @@ function needVsock(a: Address): VsockBackend {
     `${formatAddress(a)}: vsock is not available in this process (it needs the probe's native vsock addon); ` +
       'use unix:PATH or tcp:HOST:PORT',
   );
-  (err as NodeJS.ErrnoException).code = 'ERR_VSOCK_UNAVAILABLE';
+  (err as NodeJS.ErrnoException).code = 'ERR_VSOCK_UNAVAILABLE' satisfies AddressErrorCode;
   throw err;
 }
 

@@ -1,5 +1,8 @@
 // The trust boundary is visible in the code: guest code never imports host code, host code
-// never imports guest code, and both share only proto/.
+// never imports guest code, and both share only proto/. The dashboard takes types from the
+// collector and proto, and values only from pure modules there (modules that import nothing
+// at run time, like the code catalogues and the duration formatter): so nothing of Node, the
+// collector or the wire codec reaches the browser bundle, yet a code is defined once.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,6 +22,21 @@ function imports(file: string): string[] {
 
 function resolved(file: string, spec: string): string {
   return spec.startsWith('.') ? path.relative(ROOT, path.resolve(path.dirname(file), spec)) : spec;
+}
+
+/** The file a relative import (resolved from ROOT, with or without its extension) names. */
+function sourceFile(spec: string): string | null {
+  const base = path.join(ROOT, spec.replace(/\.js$/, ''));
+  return ['.ts', '.tsx', '/index.ts'].map((ext) => base + ext).find((f) => fs.existsSync(f)) ?? null;
+}
+
+/** A module that imports nothing at run time (type-only imports are erased). */
+function pure(spec: string): boolean {
+  const file = sourceFile(spec);
+  if (!file) return false;
+  const text = fs.readFileSync(file, 'utf8');
+  const runtime = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s+)?(?:[^'"]*?from\s+)?['"][^'"]+['"]/g)].filter((m) => m[1] === undefined);
+  return runtime.length === 0;
 }
 
 describe('trust boundary', () => {
@@ -43,19 +61,30 @@ describe('trust boundary', () => {
     });
   }
 
-  it('web-ui/src takes only types from the collector (nothing of it reaches the browser bundle), nothing from the guest', () => {
+  it('web-ui/src takes types from the collector and proto and values only from their pure modules, nothing from the guest', () => {
     const uses = sources(path.join(ROOT, 'web-ui/src')).flatMap((f) =>
-      [...fs.readFileSync(f, 'utf8').matchAll(/(?:^|\n)\s*import\s+(type\s+)?[^'"]*?from\s+['"]([^'"]+)['"]/g)].map((m) => ({
+      [...fs.readFileSync(f, 'utf8').matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s+)?[^'"]*?from\s+['"]([^'"]+)['"]/g)].map((m) => ({
         at: `${path.relative(ROOT, f)} → ${resolved(f, m[2]!)}`,
         typeOnly: m[1] !== undefined,
         spec: resolved(f, m[2]!),
       })),
     );
     expect(uses.some((u) => u.spec === 'react')).toBe(true); // the scan sees real imports
-    const collector = uses.filter((u) => /^(host-collector\/|@vsockdiag\/host-collector)/.test(u.spec));
-    expect(collector.length).toBeGreaterThan(0); // the API types come from the collector's presenters
-    expect(collector.filter((u) => !u.typeOnly).map((u) => u.at)).toEqual([]);
+    const across = uses.filter((u) => /^(host-collector\/|@vsockdiag\/host-collector|proto\/|@vsockdiag\/proto)/.test(u.spec));
+    expect(across.some((u) => u.typeOnly)).toBe(true); // the API types come from the collector's presenters
+    expect(across.some((u) => !u.typeOnly)).toBe(true); // the codes come from the catalogues
+    expect(across.filter((u) => !u.typeOnly && !pure(u.spec)).map((u) => u.at)).toEqual([]);
     expect(uses.filter((u) => /^(guest-probe\/|@vsockdiag\/guest-probe)/.test(u.spec)).map((u) => u.at)).toEqual([]);
+  });
+
+  it('tells a pure module from one that imports at run time', () => {
+    expect(pure('host-collector/src/catalogue')).toBe(true);
+    expect(pure('proto/src/codes.js')).toBe(true);
+    expect(pure('proto/src/errors')).toBe(true); // imports a type only
+    expect(pure('proto/src/schema')).toBe(false);
+    expect(pure('proto/src')).toBe(false); // the package index: all of proto
+    expect(pure('host-collector/src/http/present')).toBe(false);
+    expect(pure('@vsockdiag/proto')).toBe(false); // a package name is never taken for a file
   });
 
   it('the guest bundle has no runtime dependency but Node and its addon', () => {

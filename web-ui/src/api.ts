@@ -4,11 +4,26 @@
 //
 // The sandbox types are those of the collector's presenters (host-collector/src/http/present.ts,
 // the one place the API's sandbox JSON is shaped) and the dump groups those of its parsers:
-// type-only imports, so nothing of the collector is bundled here, and the dashboard cannot
-// drift from what the API sends.
+// type-only imports, so the dashboard cannot drift from what the API sends. The codes
+// (states, dump modes, event kinds) come from the catalogues, host-collector/src/catalogue.ts
+// and proto/src/codes.ts: pure constant modules, the only kind the dashboard may take values
+// from across the boundary (test/integration/boundary.test.ts), so no code of the collector
+// runs in the browser.
 //
 // Everything typed here as string may come from the guest: render it as React text only.
 
+import {
+  ENDED_STATES,
+  OUTCOME_STATES,
+  SANDBOX_STATES,
+  STARTING_UP_STATES,
+  STATES,
+  STATES_TROUBLE_FIRST,
+  isSandboxState,
+  type CollectorEventKind,
+} from '../../host-collector/src/catalogue';
+import { DUMP_MODES, DUMP_MODE_INFO, type DumpMode } from '../../proto/src/codes';
+import type { EventKind } from '../../proto/src/events';
 import type { CreatorGroup } from '../../host-collector/src/dumps/creators';
 import type { Frame } from '../../host-collector/src/dumps/goroutines';
 import type { GoroutineGroup, LabelSetCount } from '../../host-collector/src/dumps/group';
@@ -16,15 +31,16 @@ import type { ThreadGroup, ThreadSyscall } from '../../host-collector/src/dumps/
 import type { detail, dumpBrief, dumpDetail, dumpDiff, phaseStats, summary } from '../../host-collector/src/http/present';
 
 export type { CreatorGroup, Frame, GoroutineGroup, LabelSetCount, ThreadGroup, ThreadSyscall };
+export { DUMP_MODES, DUMP_MODE_INFO, ENDED_STATES, OUTCOME_STATES, STARTING_UP_STATES, STATES_TROUBLE_FIRST, isSandboxState, type DumpMode };
 
-export const STATES = ['stuck', 'exited', 'silent', 'starting', 'booting', 'registered', 'ready'] as const;
-export type State = (typeof STATES)[number];
-
-/** Trouble first: the order of the fleet list and of the counts. */
+/** Trouble first: the order of the fleet list and of the counts (a state this dashboard does
+ *  not know, from a newer collector, last). */
 export function stateRank(state: string): number {
-  const i = (STATES as readonly string[]).indexOf(state);
-  return i < 0 ? STATES.length : i;
+  return isSandboxState(state) ? SANDBOX_STATES[state].trouble : STATES.length;
 }
+
+/** The kinds of event in a sandbox's history: the probe's and the collector's own. */
+export type HistoryKind = EventKind | CollectorEventKind;
 
 /** A sandbox in the list (GET /v1/sandboxes) and the stream. */
 export type SandboxSummary = ReturnType<typeof summary>;
@@ -59,9 +75,6 @@ interface EventPage {
   next: number;
   more: boolean;
 }
-
-export const DUMP_MODES = ['threads', 'goroutines', 'native'] as const;
-export type DumpMode = (typeof DUMP_MODES)[number];
 
 // ---- token and auth state ----
 
@@ -186,7 +199,7 @@ export const sandboxPath = (id: string) => `/v1/sandboxes/${encodeURIComponent(i
  */
 export async function loadRecent(
   id: string,
-  opts: { kind: string; count: number; signal?: AbortSignal },
+  opts: { kind: HistoryKind; count: number; signal?: AbortSignal },
 ): Promise<SandboxEvent[]> {
   const out: SandboxEvent[] = [];
   let before: number | null = null;

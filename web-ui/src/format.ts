@@ -1,22 +1,16 @@
-// Numbers and times as an operator reads them.
+// Numbers and times as an operator reads them. Durations are written as the collector's
+// reasons and the CLI write them (proto's formatDuration, a pure module), so one page never
+// shows one span two ways.
 
-/** 0.4 ms, 12 ms, 1.2 s, 3m 12s, 2h 5m. */
+import { formatDuration } from '../../proto/src/duration';
+
+/** 0.4ms, 12ms, 1.2s, 3m12s, 2h5m; a dash for no value. */
 export function fmtMs(ms: number | null | undefined): string {
-  if (ms === null || ms === undefined || !Number.isFinite(ms)) return '—';
-  const a = Math.abs(ms);
-  const sign = ms < 0 ? '-' : '';
-  if (a < 1) return `${sign}${a.toFixed(2)} ms`;
-  if (a < 10) return `${sign}${a.toFixed(1)} ms`;
-  if (a < 1000) return `${sign}${Math.round(a)} ms`;
-  if (a < 10_000) return `${sign}${(a / 1000).toFixed(2)} s`;
-  if (a < 60_000) return `${sign}${(a / 1000).toFixed(1)} s`;
-  const s = Math.floor(a / 1000);
-  if (s < 3600) return `${sign}${Math.floor(s / 60)}m ${s % 60}s`;
-  if (s < 86_400) return `${sign}${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
-  return `${sign}${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`;
+  return ms === null || ms === undefined || !Number.isFinite(ms) ? '—' : formatDuration(ms);
 }
 
-/** Short axis labels: 100µs, 1ms, 10ms, 1s, 10s, 2m. */
+/** Axis labels at powers of ten (100µs, 1ms, 10ms, 1s, 10s, 2m): as short as a tick allows,
+ *  where fmtMs would write 1.0s and 1m40s. */
 export function fmtMsShort(ms: number): string {
   if (ms < 1) return `${Math.round(ms * 1000)}µs`;
   if (ms < 1000) return `${+ms.toPrecision(2)}ms`;
@@ -24,7 +18,7 @@ export function fmtMsShort(ms: number): string {
   return `${Math.round(ms / 60_000)}m`;
 }
 
-/** How long since an ISO time: 4s, 3m 12s, 2h 5m. */
+/** How long since an ISO time, in whole seconds (it ticks on screen): 4s, 3m12s, 2h5m. */
 export function since(iso: string | null | undefined, now: number): string {
   if (!iso) return '—';
   const t = Date.parse(iso);

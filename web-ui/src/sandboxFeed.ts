@@ -4,7 +4,7 @@
 // while the stream is down, by polling the events after the newest one seen).
 
 import { useEffect, useState, useSyncExternalStore } from 'react';
-import { ApiError, Unauthorized, auth, getJson, loadEvents, loadRecent, sandboxPath, type SandboxDetail, type SandboxEvent } from './api';
+import { ApiError, Unauthorized, auth, getJson, loadEvents, loadRecent, sandboxPath, type HistoryKind, type SandboxDetail, type SandboxEvent } from './api';
 import { POLL_MS, useAuthEpoch } from './hooks';
 import { stream } from './stream';
 
@@ -21,7 +21,7 @@ const BUFFERS = {
   sessions: ['session.open'],
   listener: ['listener.bound', 'listener.unbound'],
   logs: ['log.lines'],
-} as const;
+} as const satisfies Record<string, readonly HistoryKind[]>;
 type BufferName = keyof typeof BUFFERS;
 
 const KIND_TO_BUFFER = new Map<string, BufferName>();
@@ -217,7 +217,7 @@ class SandboxFeed {
   async loadHistory(): Promise<void> {
     // The newest of each kind the page shows, read backwards: a long-lived sandbox opens as
     // fast as a new one, and what it shows is what happened last.
-    const recent = (kind: string, count: number) => loadRecent(this.id, { kind, count });
+    const recent = (kind: HistoryKind, count: number) => loadRecent(this.id, { kind, count });
     const loads: Array<Promise<SandboxEvent[]>> = [
       recent('sockets', KEEP_SOCKETS),
       recent('state', 5000),

@@ -4,7 +4,8 @@
 
 #include <node_api.h>
 
-/* Largest datagram delivered whole; longer ones arrive cut, flagged truncated. */
+/* Largest datagram delivered whole; longer ones arrive cut, flagged truncated. Equal to
+ * MAX_NOTIFY_DATAGRAM in proto/src/limits.ts (guest-probe/test/notify-limit.test.ts checks). */
 #define NOTIFY_MAX_DATAGRAM 4096
 
 /* JS: notifyBind(path: string,

@@ -9,7 +9,7 @@
 // takeDump never throws: every failure is a result with `error` set (source 'none' when no
 // dump was taken at all).
 
-import type { DUMP_SOURCES, DumpMode } from '@vsockdiag/proto';
+import type { DumpMode, DumpSource } from '@vsockdiag/proto';
 import { readPidStat } from '../proc/stat.js';
 import { MAX_PPROF_BYTES, SigquitCapture, pprofDump } from './goroutines.js';
 import { nativeDump } from './native.js';
@@ -18,8 +18,6 @@ import { NoSuchProcessError, TARGET_EXITED_LINE, processExited, threadsDump } fr
 export { SigquitCapture, pprofDump, tracebackEnded, MAX_PPROF_BYTES, SIGQUIT_DRAIN_MS, type DumpText, type SigquitOptions } from './goroutines.js';
 export { nativeDump, which, NATIVE_NOT_AVAILABLE, type NativeDump } from './native.js';
 export { threadsDump, archName, formatSyscall, processExited, NoSuchProcessError, TARGET_EXITED_LINE, type ThreadsDump } from './threads.js';
-
-export type DumpSource = (typeof DUMP_SOURCES)[number];
 
 export interface DumpRequest {
   mode: DumpMode;

@@ -9,7 +9,7 @@ export interface NotifyCounters {
   received: number;
   /** Datagrams not parsed (currently: the oversize ones). */
   rejected: number;
-  /** Datagrams longer than 4096 bytes. */
+  /** Datagrams longer than MAX_NOTIFY_DATAGRAM bytes (the addon delivers them cut). */
   oversize: number;
   /** Sum of NotifyMessage.invalid over the parsed datagrams. */
   invalidLines: number;

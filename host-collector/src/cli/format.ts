@@ -1,11 +1,13 @@
 // Terminal output for the client commands.
 
+import { formatDuration } from '@vsockdiag/proto';
+import { isSandboxState, type SandboxState } from '../catalogue.js';
 import type { summary } from '../http/present.js';
 
 /** A sandbox as the API lists it (http/present.ts is the one source of that shape). */
 export type SandboxSummary = ReturnType<typeof summary>;
 
-const COLORS: Record<string, string> = {
+const COLORS: Record<SandboxState, string> = {
   ready: '32',
   starting: '36',
   booting: '36',
@@ -15,15 +17,14 @@ const COLORS: Record<string, string> = {
   silent: '33',
 };
 
+/** A state as the API gave it (a newer collector may know states this CLI does not). */
 export function colorState(state: string, tty: boolean): string {
-  return tty && COLORS[state] ? `\x1b[${COLORS[state]}m${state}\x1b[0m` : state;
+  return tty && isSandboxState(state) ? `\x1b[${COLORS[state]}m${state}\x1b[0m` : state;
 }
 
+/** How long since an ISO time, written as reasons write durations. */
 export function sinceText(iso: string, now = Date.now()): string {
-  const s = Math.max(0, (now - Date.parse(iso)) / 1000);
-  if (s < 60) return `${s.toFixed(1)}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${Math.floor(s % 60)}s`;
-  return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`;
+  return formatDuration(Math.max(0, now - Date.parse(iso)));
 }
 
 export function table(rows: SandboxSummary[], tty: boolean): string {

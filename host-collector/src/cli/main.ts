@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { WebSocket } from 'ws';
 import { DUMP_MODES, parseDuration } from '@vsockdiag/proto';
+import { SETTLED_STATES, type SandboxState } from '../catalogue.js';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
@@ -178,7 +179,7 @@ export function buildProgram(): Command {
       let last = '';
       for (;;) {
         const wait = Math.max(0, Math.min(1000, deadline - Date.now()));
-        const res = await c.request<{ ready: boolean; state: string; reason: string }>(
+        const res = await c.request<{ ready: boolean; state: SandboxState; reason: string }>(
           'GET',
           `/v1/sandboxes/${encodeURIComponent(id)}/readiness?wait=${wait}`,
           undefined,
@@ -188,7 +189,8 @@ export function buildProgram(): Command {
         const { state, reason } = res.body;
         if (!o.json && state !== last) process.stderr.write(`${id}: ${colorState(state, process.stderr.isTTY === true)} — ${reason}\n`);
         last = state;
-        const code = state === 'ready' ? EXIT.ok : state === 'stuck' || state === 'exited' ? EXIT.notReady : Date.now() >= deadline ? EXIT.timeout : -1;
+        // Settled but not ready (stuck, exited): the answer will not improve by itself soon.
+        const code = state === 'ready' ? EXIT.ok : SETTLED_STATES.has(state) ? EXIT.notReady : Date.now() >= deadline ? EXIT.timeout : -1;
         if (code >= 0) {
           if (o.json) process.stdout.write(`${JSON.stringify({ ...res.body, timedOut: code === EXIT.timeout })}\n`);
           else if (code === EXIT.timeout) process.stderr.write(`${id}: not ready after ${o.timeout} ms\n`);

@@ -1,29 +1,11 @@
 // Conditions: named facts about a sandbox that an operator should see next to its state
 // (in the reason, the API and /metrics). Pure, like the verdict: computed from the merged
-// probe status plus the short histories the collector keeps per sandbox.
-//
-//   socket-storm    one remote endpoint holds ≥ stormThreshold sockets (seed 000: the MMDS
-//                   poll storm to 169.254.169.254:80)
-//   thread-growth   the target's thread count grew a lot within the window (goroutine leaks
-//                   show there first)
-//   not-accepting   the listener's accept queue has not drained for stall-after
-//   health-failing  the in-guest health check fails
-//   oom, hung-task, segfault   the kernel said so, during the current target's life
-//   clock-skew      the guest's wall clock is off from the host's
+// probe status plus the short histories the collector keeps per sandbox. Which conditions
+// there are, and what each means, is in catalogue.ts (thread growth is watched because
+// goroutine leaks show there first).
 
 import { KERNEL_KINDS, formatDuration, type ProbeStatus } from '@vsockdiag/proto';
-
-export const CONDITION_NAMES = [
-  'socket-storm',
-  'thread-growth',
-  'not-accepting',
-  'health-failing',
-  'oom',
-  'hung-task',
-  'segfault',
-  'clock-skew',
-] as const;
-export type ConditionName = (typeof CONDITION_NAMES)[number];
+import type { ConditionName } from '../catalogue.js';
 
 export interface Condition {
   name: ConditionName;

@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import zlib from 'node:zlib';
 import { formatDuration } from '@vsockdiag/proto';
+import type { AnalysisErrorCode } from '../catalogue.js';
 import type { DumpAnalysis } from '../dumps/analyze.js';
 import type { DumpDiff, DumpWorkReply, DumpWorkRequest } from '../dumps/dump-work.js';
 import type { Logger } from './logger.js';
@@ -27,7 +28,7 @@ const gzip = promisify(zlib.gzip);
 
 export class AnalysisError extends Error {
   constructor(
-    readonly code: 'TIMEOUT' | 'FAILED',
+    readonly code: AnalysisErrorCode,
     message: string,
   ) {
     super(message);
@@ -109,7 +110,7 @@ export class DumpAnalyzer {
         }),
       );
       if (gz) return { gz, bytes, analysis };
-      throw new AnalysisError('FAILED', 'the dump worker sent no compressed text');
+      throw new AnalysisError('ANALYSIS_FAILED', 'the dump worker sent no compressed text');
     } catch (err) {
       // zlib's async gzip runs on libuv's thread pool, not on the event loop.
       return {
@@ -140,16 +141,16 @@ export class DumpAnalyzer {
   /** Ends the worker; what is still waiting fails. */
   async close(): Promise<void> {
     this.closed = true;
-    const stopping = new AnalysisError('FAILED', 'the collector is stopping');
+    const stopping = new AnalysisError('ANALYSIS_FAILED', 'the collector is stopping');
     for (const job of this.waiting.splice(0)) job.onFail(stopping);
     if (this.running) this.finish(this.running, stopping);
     await this.discard()?.terminate();
   }
 
   private enqueue(job: Job): void {
-    if (this.closed) return job.onFail(new AnalysisError('FAILED', 'the collector is stopping'));
+    if (this.closed) return job.onFail(new AnalysisError('ANALYSIS_FAILED', 'the collector is stopping'));
     if (this.waiting.length >= MAX_WAITING_ANALYSES) {
-      return job.onFail(new AnalysisError('FAILED', `${MAX_WAITING_ANALYSES} dump analyses are already waiting`));
+      return job.onFail(new AnalysisError('ANALYSIS_FAILED', `${MAX_WAITING_ANALYSES} dump analyses are already waiting`));
     }
     job.request.id = this.nextId++;
     this.waiting.push(job);
@@ -178,7 +179,7 @@ export class DumpAnalyzer {
         );
         worker.postMessage(job.request, job.transfer);
       },
-      (err: Error) => this.finish(running, new AnalysisError('FAILED', `the dump worker did not start: ${err.message}`)),
+      (err: Error) => this.finish(running, new AnalysisError('ANALYSIS_FAILED', `the dump worker did not start: ${err.message}`)),
     );
   }
 
@@ -207,7 +208,7 @@ export class DumpAnalyzer {
     if (this.running !== running) return;
     void this.discard()?.terminate();
     this.opts.log?.warn({ op: running.job.request.op, err: why }, 'dump worker over its time limit: ended');
-    this.finish(running, new AnalysisError('TIMEOUT', why));
+    this.finish(running, new AnalysisError('ANALYSIS_TIMEOUT', why));
   }
 
   /** A worker that failed or exited by itself: the request it had fails; the next one starts another. */
@@ -215,7 +216,7 @@ export class DumpAnalyzer {
     if (worker !== this.worker) return; // one we ended ourselves
     void this.discard()?.terminate();
     this.opts.log?.warn({ err: why }, 'dump worker lost');
-    if (this.running) this.finish(this.running, new AnalysisError('FAILED', why));
+    if (this.running) this.finish(this.running, new AnalysisError('ANALYSIS_FAILED', why));
   }
 
   /** Forgets the worker (the caller ends it). */
@@ -237,5 +238,5 @@ export class DumpAnalyzer {
 }
 
 function unexpected(m: DumpWorkReply): AnalysisError {
-  return new AnalysisError('FAILED', m.op === 'failed' ? m.error : `unexpected reply "${m.op}" from the dump worker`);
+  return new AnalysisError('ANALYSIS_FAILED', m.op === 'failed' ? m.error : `unexpected reply "${m.op}" from the dump worker`);
 }

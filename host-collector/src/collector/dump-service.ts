@@ -12,6 +12,7 @@
 // so automatic sets are rate-limited per sandbox; a set not taken is recorded as skipped.
 
 import { DUMP_MODES, MAX_DUMP_BYTES, type DumpMode } from '@vsockdiag/proto';
+import type { DumpErrorCode, DumpTrigger } from '../catalogue.js';
 import { topGroup } from '../dumps/analyze.js';
 import { whereBlocked } from '../dumps/where-blocked.js';
 import type { DumpAnalyzer } from './dump-analyzer.js';
@@ -47,12 +48,12 @@ interface AutoHistory {
 export interface DumpRequest {
   mode: DumpMode;
   destructive: boolean;
-  trigger: 'api' | 'auto';
+  trigger: DumpTrigger;
 }
 
 export class DumpError extends Error {
   constructor(
-    readonly code: 'PROBE_UNREACHABLE' | 'STALE_GENERATION' | 'TIMEOUT' | 'BAD_REQUEST' | 'DUMP_FAILED',
+    readonly code: DumpErrorCode,
     message: string,
   ) {
     super(message);
@@ -99,7 +100,7 @@ export class DumpService {
     throw lastErr instanceof DumpError
       ? lastErr
       : lastErr instanceof RequestError && lastErr.code === 'TIMEOUT'
-        ? new DumpError('TIMEOUT', lastErr.message)
+        ? new DumpError('DUMP_TIMEOUT', lastErr.message)
         : new DumpError('PROBE_UNREACHABLE', lastErr?.message ?? 'no answer');
   }
 

@@ -4,6 +4,7 @@
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { RegistryErrorCode } from '../catalogue.js';
 import type { Logger } from './logger.js';
 import { Sandbox, type SandboxSettings, type StateChange } from './sandbox.js';
 import type { Store } from './store.js';
@@ -14,7 +15,7 @@ export const MAX_UDS_PATH = 100;
 
 export class RegistryError extends Error {
   constructor(
-    readonly code: 'BAD_ID' | 'BAD_PATH' | 'LISTEN_FAILED' | 'PATH_IN_USE',
+    readonly code: RegistryErrorCode,
     message: string,
   ) {
     super(message);

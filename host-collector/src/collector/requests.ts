@@ -3,6 +3,7 @@
 // command-port connections alike. Every request is bounded in time and in bytes.
 
 import { MAX_DUMP_BYTES, type CollectorMessageOf, type ProbeMessageOf } from '@vsockdiag/proto';
+import type { RequestErrorCode } from '../catalogue.js';
 
 export type Result = ProbeMessageOf<'result'>;
 /** What a request asks of the probe (the command message without its type and id). */
@@ -31,7 +32,7 @@ interface Pending {
 
 export class RequestError extends Error {
   constructor(
-    readonly code: 'TIMEOUT' | 'CLOSED' | 'STALE_GENERATION' | 'UNREACHABLE',
+    readonly code: RequestErrorCode,
     message: string,
   ) {
     super(message);

@@ -5,14 +5,25 @@
 
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
-import { CLOCK_SLACK_MS, applyEvent, listen, type Hello, type ProbeEvent, type ProbeStatus } from '@vsockdiag/proto';
+import {
+  CLOCK_SLACK_MS,
+  PROTOCOL_ERROR_CODES,
+  applyEvent,
+  listen,
+  type DumpMode,
+  type Hello,
+  type ProbeEvent,
+  type ProbeStatus,
+  type ProtocolErrorCode,
+} from '@vsockdiag/proto';
+import type { CollectorEventKind, ConditionName, DumpTrigger, SandboxState } from '../catalogue.js';
 import { Budget, type BudgetLimits } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { Logger } from './logger.js';
 import { Session, type SessionHost } from './session.js';
 import type { EventRecord, Store } from './store.js';
-import { conditions, conditionsRecheckAt, type Condition, type ConditionName, type ConditionSettings, type KernelNote } from './conditions.js';
-import { decide, type SandboxState, type Verdict, type VerdictInput } from './verdict.js';
+import { conditions, conditionsRecheckAt, type Condition, type ConditionSettings, type KernelNote } from './conditions.js';
+import { decide, type Verdict, type VerdictInput } from './verdict.js';
 
 export interface SandboxSettings {
   vsockPort: number;
@@ -41,10 +52,6 @@ export const MAX_PENDING = 2;
  *  an honest probe (reconnect backoff capped at 2 s) is back within a few seconds. */
 export const COOLDOWN_MS = 2000;
 
-/** Close codes that are no sign of a misbehaving guest, so no cool-down: a link that went
- *  quiet (a snapshot's transport reset can look like that), a stream cut mid-frame (a probe
- *  killed, a reset), and the collector's own failures. Clean closes carry no code at all. */
-const NO_COOLDOWN = new Set(['ERR_IDLE', 'ERR_TRUNCATED', 'ERR_STORE', 'ERR_INTERNAL']);
 
 export interface StateChange {
   id: string;
@@ -61,7 +68,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   clock = new GuestClock();
   probe: { instanceId: string; version: string; bootId: string; generation: number; pprof: boolean } | null = null;
   /** The newest dumps (ids into the store), newest last, for linking from the state. */
-  recentDumps: Array<{ id: number | null; mode: string; trigger: string; at: number; complete: boolean; error?: string }> = [];
+  recentDumps: Array<{ id: number | null; mode: DumpMode; trigger: DumpTrigger; at: number; complete: boolean; error?: string }> = [];
   listenError: string | null = null;
   connectedAt: number | undefined;
   disconnectedAt: number | undefined;
@@ -294,11 +301,14 @@ export class Sandbox extends EventEmitter implements SessionHost {
     if (session === this.session) this.clock.observe(sinceBootMs);
   }
 
-  onClose(session: Session, reason: string, code: string | null): void {
+  onClose(session: Session, reason: string, code: ProtocolErrorCode | null): void {
     this.pending.delete(session);
     if (code) {
       this.counters.protocolErrors++;
-      if (!NO_COOLDOWN.has(code)) this.cooldownUntil = Date.now() + COOLDOWN_MS;
+      // Only a guest that sent what it must not cools down: not a link that went quiet (a
+      // snapshot's transport reset can look like that) or was cut mid-frame (a probe killed,
+      // a reset), nor the collector's own failures. Clean closes carry no code at all.
+      if (PROTOCOL_ERROR_CODES[code].cause === 'peer') this.cooldownUntil = Date.now() + COOLDOWN_MS;
     }
     if (session.generation > 0) this.store.closeSession(this.id, session.generation, code ? `${code}: ${reason}` : reason);
     if (session !== this.session) return;
@@ -395,7 +405,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   /** A dump was taken (or failed): into the history, and linked from the sandbox. */
-  recordDump(d: { dumpId?: number; mode: string; trigger: string; complete: boolean; error?: string; blockedIn?: string; count?: number }): void {
+  recordDump(d: { dumpId?: number; mode: DumpMode; trigger: DumpTrigger; complete: boolean; error?: string; blockedIn?: string; count?: number }): void {
     this.record('dump', d);
     this.recentDumps.push({
       id: d.dumpId ?? null,
@@ -406,7 +416,6 @@ export class Sandbox extends EventEmitter implements SessionHost {
       ...(d.error ? { error: d.error } : {}),
     });
     if (this.recentDumps.length > 10) this.recentDumps.shift();
-    this.emit('dump', d);
   }
 
   /** Records conditions as they are raised and cleared, so the history shows them. */
@@ -424,7 +433,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   /** A collector-side event (state change, session edge, gap) in the sandbox's history. */
-  private record(kind: string, data: Record<string, unknown>): void {
+  private record(kind: CollectorEventKind, data: Record<string, unknown>): void {
     const row: EventRecord = { sandboxId: this.id, generation: this.generation, seq: null, kind, tGuest: null, tHost: Date.now(), data };
     this.store.append([row]);
     this.emit('recorded', [row]);

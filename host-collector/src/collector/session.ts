@@ -23,6 +23,7 @@ import {
   type Hello,
   type ProbeEvent,
   type ProbeMessage,
+  type ProtocolErrorCode,
 } from '@vsockdiag/proto';
 import type { Budget } from './budget.js';
 import { RequestError, Requests, type Answer, type ProbeCommand } from './requests.js';
@@ -39,7 +40,7 @@ export interface SessionHost {
   onEvents(session: Session, events: ProbeEvent[], done: (err: Error | null) => void): void;
   onGap(session: Session, from: number, to: number): void;
   onHeartbeat(session: Session, sinceBootMs: number): void;
-  onClose(session: Session, reason: string, code: string | null): void;
+  onClose(session: Session, reason: string, code: ProtocolErrorCode | null): void;
 }
 
 export class Session {
@@ -112,7 +113,7 @@ export class Session {
     return answer;
   }
 
-  close(reason: string, code: string | null): void {
+  close(reason: string, code: ProtocolErrorCode | null): void {
     if (this.closed) return;
     this.closed = true;
     this.requests.failAll(new RequestError('CLOSED', `the probe session closed: ${reason}`));

@@ -2,13 +2,11 @@
 // Pure: given the same inputs and `now`, the same verdict, plus the moment it could next
 // change by itself (so the caller arms one timer instead of polling on a tick).
 //
-// States (DESIGN.md): registered · booting · starting · ready · stuck · exited · silent.
+// The states, and what each means, are in catalogue.ts.
 
 import { formatDuration, type ProbeStatus } from '@vsockdiag/proto';
+import type { ConditionName, SandboxState } from '../catalogue.js';
 import type { Condition } from './conditions.js';
-
-export const STATES = ['registered', 'booting', 'starting', 'ready', 'stuck', 'exited', 'silent'] as const;
-export type SandboxState = (typeof STATES)[number];
 
 export interface VerdictInput {
   now: number;
@@ -45,7 +43,7 @@ export interface Verdict {
 const ago = (now: number, at: number) => `${formatDuration(Math.max(0, now - at))} ago`;
 
 /** Conditions that are part of the readiness answer itself, so they are not repeated. */
-const IN_READINESS = new Set(['not-accepting', 'health-failing']);
+const IN_READINESS: ReadonlySet<ConditionName> = new Set<ConditionName>(['not-accepting', 'health-failing']);
 const NO_CONDITIONS: readonly Condition[] = [];
 
 /**

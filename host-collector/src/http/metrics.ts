@@ -4,7 +4,7 @@
 import client from 'prom-client';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from '../collector/registry.js';
-import { STATES } from '../collector/verdict.js';
+import { STATES } from '../catalogue.js';
 
 export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
   const reg = new client.Registry();

@@ -6,7 +6,7 @@ import type { Sandbox } from '../collector/sandbox.js';
 import type { EventRecord, StoredDump, StoredEvent } from '../collector/store.js';
 import { topGroup, type DumpAnalysis } from '../dumps/analyze.js';
 import type { DumpDiff } from '../dumps/dump-work.js';
-import type { SandboxState } from '../collector/verdict.js';
+import type { SandboxState } from '../catalogue.js';
 
 /** State and reason as every reader sees them (a socket the collector cannot listen on says so). */
 export function verdictOf(sb: Sandbox, now = Date.now(), conditionsNow = sb.currentConditions(now)): { state: SandboxState; reason: string } {

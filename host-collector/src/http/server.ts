@@ -15,7 +15,7 @@ import type { DumpService } from '../collector/dump-service.js';
 import type { Logger } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
-import { ApiError } from './errors.js';
+import { ApiError, errorBody } from './errors.js';
 import { installGuard } from './guard.js';
 import { metricsRoutes } from './metrics.js';
 import { dumpRoutes } from './routes/dumps.js';
@@ -59,7 +59,7 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
     // Errors the router raises before any route (bad percent-encoding, an overlong
     // parameter) bypass setErrorHandler: keep them in the API's error shape too.
     frameworkErrors: (err, _req, reply) => {
-      void (reply as FastifyReply).code(err.statusCode ?? 400).send({ error: { code: 'BAD_REQUEST', message: err.message } });
+      void (reply as FastifyReply).code(err.statusCode ?? 400).send(errorBody('BAD_REQUEST', err.message));
     },
   }) as unknown as FastifyInstance;
 
@@ -71,16 +71,16 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
   installGuard(app, { loopbackOnly: opts.loopbackOnly, ...(opts.token ? { token: opts.token } : {}) });
 
   app.setErrorHandler((err, _req, reply) => {
-    if (err instanceof ApiError) return reply.code(err.status).send({ error: { code: err.code, message: err.message } });
+    if (err instanceof ApiError) return reply.code(err.status).send(errorBody(err.code, err.message));
     const status = (err as { statusCode?: number }).statusCode;
     if (status && status >= 400 && status < 500) {
-      return reply.code(status).send({ error: { code: 'BAD_REQUEST', message: (err as Error).message } });
+      return reply.code(status).send(errorBody('BAD_REQUEST', (err as Error).message));
     }
     opts.log.error({ err }, 'request failed');
-    return reply.code(500).send({ error: { code: 'INTERNAL', message: 'internal error' } });
+    return reply.code(500).send(errorBody('INTERNAL', 'internal error'));
   });
   app.setNotFoundHandler((req, reply) =>
-    reply.code(404).send({ error: { code: 'NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` } }),
+    reply.code(404).send(errorBody('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`)),
   );
 
   app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));

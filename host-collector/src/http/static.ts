@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { errorBody } from './errors.js';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -31,7 +32,7 @@ export function serveDashboard(app: FastifyInstance, dir: string): void {
     const rel = (req.params as { '*': string })['*'];
     const file = path.resolve(dir, 'assets', rel);
     if (!file.startsWith(path.resolve(dir, 'assets') + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
-      return reply.code(404).send({ error: { code: 'NOT_FOUND', message: 'no such asset' } });
+      return reply.code(404).send(errorBody('NOT_FOUND', 'no such asset'));
     }
     return reply
       .type(TYPES[path.extname(file)] ?? 'application/octet-stream')

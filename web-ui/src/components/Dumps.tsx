@@ -2,16 +2,10 @@
 // dump asks first and says envd will be restarted), the list, and the selected dump.
 
 import { memo, useEffect, useRef, useState } from 'react';
-import { ApiError, DUMP_MODES, Unauthorized, getJson, postJson, sandboxPath, type DumpBrief, type DumpMode, type SandboxDetail } from '../api';
+import { ApiError, DUMP_MODES, DUMP_MODE_INFO, Unauthorized, getJson, postJson, sandboxPath, type DumpBrief, type DumpMode, type SandboxDetail } from '../api';
 import { clock, fmtMs } from '../format';
 import { useAuthEpoch, useNow } from '../hooks';
 import { DumpViewer } from './DumpViewer';
-
-const MODE_HELP: Record<DumpMode, string> = {
-  threads: 'every thread of envd with its state, wait channel, syscall and kernel stack, from /proc (harmless)',
-  goroutines: "every goroutine's stack, from envd's pprof page when the probe knows one",
-  native: 'native stacks from gdb or eu-stack in the guest',
-};
 
 /** Memoised: the page re-renders every second for its clocks; this only when its data changes. */
 export const Dumps = memo(function Dumps({ detail }: { detail: SandboxDetail }) {
@@ -79,7 +73,6 @@ export const Dumps = memo(function Dumps({ detail }: { detail: SandboxDetail }) 
 
   const target = detail.target;
   const targetName = target?.name ?? 'envd';
-  const pprof = detail.probe?.pprof ?? false;
 
   return (
     <section className="panel" data-testid="dumps">
@@ -113,9 +106,8 @@ export const Dumps = memo(function Dumps({ detail }: { detail: SandboxDetail }) 
           {busy ? 'Capturing…' : 'Capture dump'}
         </button>
         <span className="muted small">
-          {MODE_HELP[mode]}
-          {mode === 'goroutines' && !pprof && !destructive ? ' (none known for this sandbox: the dump may need SIGQUIT)' : ''}
-          {mode === 'goroutines' && destructive ? '; with SIGQUIT, the Go runtime prints every goroutine and envd exits (its supervisor restarts it)' : ''}.
+          {DUMP_MODE_INFO[mode].meaning}
+          {mode === 'goroutines' && destructive ? '; with SIGQUIT the Go runtime prints every goroutine and envd exits (its supervisor restarts it)' : ''}.
         </span>
       </div>
       {confirming && (

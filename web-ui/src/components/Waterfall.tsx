@@ -4,7 +4,7 @@
 // stuck / ready / exited. Plain HTML bars: this is a timeline, not a time series.
 
 import { useMemo } from 'react';
-import type { PhaseRecord, SandboxDetail, SandboxEvent } from '../api';
+import { ENDED_STATES, OUTCOME_STATES, STARTING_UP_STATES, isSandboxState, type PhaseRecord, type SandboxDetail, type SandboxEvent } from '../api';
 import { clock, fmtMs } from '../format';
 import type { SandboxEvents } from '../sandboxFeed';
 
@@ -180,10 +180,10 @@ function build(detail: SandboxDetail, events: SandboxEvents, now: number) {
   const lastPhase = phases[phases.length - 1]!;
   // Start-up is over when the target said READY=1 (or is ready): no bar runs on to now.
   const phasesDone = !!lastPhase.ready || !!lastPhase.stopping || !!detail.readiness?.ready;
-  const stillGoing = !phasesDone && (state === 'starting' || state === 'booting' || state === 'stuck');
+  const stillGoing = !phasesDone && STARTING_UP_STATES.has(state);
   let end: number;
   if (phasesDone) end = Math.max(lastT, Number.isFinite(readyAt) ? readyAt : lastT);
-  else if (state === 'exited' || state === 'silent') end = Math.max(lastT, Date.parse(detail.since));
+  else if (ENDED_STATES.has(state)) end = Math.max(lastT, Date.parse(detail.since));
   else if (stillGoing) end = Math.max(lastT, now);
   else end = lastT;
 
@@ -200,7 +200,7 @@ function build(detail: SandboxDetail, events: SandboxEvents, now: number) {
   }
   for (const e of events.states) {
     const s = String(e.data.state ?? '');
-    if (s === 'stuck' || s === 'ready' || s === 'exited' || s === 'silent') {
+    if (isSandboxState(s) && OUTCOME_STATES.has(s)) {
       mark(e, s, `m-${s}`, `${s} at ${clock(e.at)}: ${String(e.data.reason ?? '')}`);
     }
   }
@@ -251,7 +251,7 @@ function build(detail: SandboxDetail, events: SandboxEvents, now: number) {
     else if (stillGoing) {
       stop = Math.max(start, now);
       ongoing = true;
-    } else if (state === 'exited' || state === 'silent') stop = Math.max(start, Date.parse(detail.since));
+    } else if (ENDED_STATES.has(state)) stop = Math.max(start, Date.parse(detail.since));
     else stop = start;
     bars.push({
       key: `${i}`,

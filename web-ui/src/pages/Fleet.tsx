@@ -2,7 +2,7 @@
 // list, so 1,000 rows stay smooth), and phase durations across the fleet.
 
 import { useMemo, useState, type MouseEvent } from 'react';
-import { STATES, stateRank, type SandboxSummary } from '../api';
+import { STATES_TROUBLE_FIRST, isSandboxState, stateRank, type SandboxSummary } from '../api';
 import { ConditionChips } from '../components/ConditionChips';
 import { PhaseDurations } from '../components/PhaseDurations';
 import { StateBadge } from '../components/StateBadge';
@@ -56,7 +56,7 @@ export function Fleet() {
     writeParams(stateFilter, q);
   };
 
-  const extraStates = [...counts.keys()].filter((s) => !(STATES as readonly string[]).includes(s));
+  const extraStates = [...counts.keys()].filter((s) => !isSandboxState(s));
 
   return (
     <main className="page fleet">
@@ -65,7 +65,7 @@ export function Fleet() {
         <span className="muted">{all.length} watched</span>
       </div>
       <div className="state-counts" data-testid="state-counts">
-        {[...STATES, ...extraStates].map((s) => {
+        {[...STATES_TROUBLE_FIRST, ...extraStates].map((s) => {
           const n = counts.get(s) ?? 0;
           return (
             <button
@@ -91,7 +91,7 @@ export function Fleet() {
           <div className="toolbar">
             <select data-testid="state-filter" aria-label="Filter by state" value={stateFilter} onChange={(e) => setFilter(e.target.value)}>
               <option value="">all states ({all.length})</option>
-              {[...STATES, ...extraStates].map((s) => (
+              {[...STATES_TROUBLE_FIRST, ...extraStates].map((s) => (
                 <option key={s} value={s}>
                   {s} ({counts.get(s) ?? 0})
                 </option>

@@ -37,9 +37,7 @@ export async function dumpRoutes(
       const d = await dumps.take(sb, { mode, destructive: body.destructive === true, trigger: 'api' });
       return reply.code(201).send(dumpBrief(d));
     } catch (err) {
-      if (err instanceof DumpError) {
-        throw new ApiError(err.code === 'TIMEOUT' ? 'DUMP_TIMEOUT' : err.code, err.message);
-      }
+      if (err instanceof DumpError) throw new ApiError(err.code, err.message);
       throw err;
     }
   });
@@ -78,7 +76,7 @@ export async function dumpRoutes(
       // Unzipped, parsed and compared in the dump worker, within its time limit.
       return dumpDiff(older, newer, await analyzer.diff(older.gz, newer.gz));
     } catch (err) {
-      if (err instanceof AnalysisError) throw new ApiError(err.code === 'TIMEOUT' ? 'ANALYSIS_TIMEOUT' : 'ANALYSIS_FAILED', err.message);
+      if (err instanceof AnalysisError) throw new ApiError(err.code, err.message);
       throw err;
     }
   });

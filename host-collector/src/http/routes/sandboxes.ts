@@ -1,10 +1,10 @@
 // /v1/sandboxes…: registration, state, readiness long-poll, event history.
 
 import type { FastifyInstance } from 'fastify';
+import { SETTLED_STATES, STATES, isSandboxState } from '../../catalogue.js';
 import { RegistryError, type Registry } from '../../collector/registry.js';
 import type { Sandbox, StateChange } from '../../collector/sandbox.js';
 import type { Store } from '../../collector/store.js';
-import { STATES, type SandboxState } from '../../collector/verdict.js';
 import { ApiError, noSandbox } from '../errors.js';
 import { detail, eventRecord, phaseRecords, summary, verdictOf } from '../present.js';
 
@@ -16,8 +16,6 @@ export const MAX_EVENTS_RESPONSE_BYTES = 4 * 1024 * 1024;
 /** The phases a sandbox's detail lists: at most this many, and bytes. */
 const MAX_DETAIL_PHASES = 500;
 const MAX_DETAIL_PHASE_BYTES = 1024 * 1024;
-/** Readiness stops waiting in these states: the answer will not improve by itself soon. */
-const SETTLED: ReadonlySet<SandboxState> = new Set(['ready', 'stuck', 'exited']);
 
 function intParam(value: unknown, name: string, min: number, max: number, fallback: number): number {
   if (value === undefined || value === '') return fallback;
@@ -37,7 +35,7 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
 
   app.get('/v1/sandboxes', async (req) => {
     const { state } = req.query as { state?: string };
-    if (state !== undefined && !(STATES as readonly string[]).includes(state)) {
+    if (state !== undefined && !isSandboxState(state)) {
       throw new ApiError('BAD_REQUEST', `state must be one of ${STATES.join(', ')}`);
     }
     const now = Date.now();
@@ -74,10 +72,10 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
   app.get('/v1/sandboxes/:id/readiness', async (req, reply) => {
     const sb = find((req.params as { id: string }).id);
     const wait = intParam((req.query as { wait?: string }).wait, 'wait', 0, MAX_READINESS_WAIT_MS, 0);
-    if (!SETTLED.has(sb.state) && wait > 0) {
+    if (!SETTLED_STATES.has(sb.state) && wait > 0) {
       await new Promise<void>((resolve) => {
         const onState = (c: StateChange) => {
-          if (SETTLED.has(c.state)) done();
+          if (SETTLED_STATES.has(c.state)) done();
         };
         const timer = setTimeout(done, wait);
         req.raw.once('close', done);
