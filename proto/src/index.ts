@@ -1,5 +1,6 @@
 export * from './address.js';
 export * from './codec.js';
+export * from './connection.js';
 export * from './errors.js';
 export * from './events.js';
 export * from './frame.js';
