@@ -5,10 +5,9 @@
 
 import type net from 'node:net';
 import {
-  FrameDecoder,
-  ProtocolError,
+  Connection,
   decodeCollectorMessage,
-  encodeMessage,
+  type CollectorMessage,
   type CollectorMessageOf,
   type Hello,
   type ProbeMessage,
@@ -26,25 +25,8 @@ export interface CommandChannel {
 
 export type CommandHandler = (command: Command, channel: CommandChannel) => Promise<CommandAnswer>;
 
-export function channelFor(socket: net.Socket): CommandChannel {
-  return {
-    send(m) {
-      if (socket.destroyed) return Promise.reject(new Error('connection closed'));
-      if (socket.write(encodeMessage(m))) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        const done = (err?: Error) => {
-          socket.removeListener('drain', onDrain);
-          socket.removeListener('close', onClose);
-          if (err) reject(err);
-          else resolve();
-        };
-        const onDrain = () => done();
-        const onClose = () => done(new Error('connection closed'));
-        socket.once('drain', onDrain);
-        socket.once('close', onClose);
-      });
-    },
-  };
+export function channelFor(connection: { deliver(m: ProbeMessage): Promise<void> }): CommandChannel {
+  return { send: (m) => connection.deliver(m) };
 }
 
 /** Runs one command and sends its result; a failing handler becomes a failed result. */
@@ -63,23 +45,22 @@ export interface CommandPortOptions {
   log: (level: 'info' | 'warn', message: string) => void;
 }
 
+/** The host sends commands, nothing else; there is no welcome to wait for. */
+const ADMITS = { 'awaiting-hello': [], open: ['command'] } as const;
+
 /** One host-initiated connection: the probe's hello first (who is answering, and which
  *  generation), then a result for each command. */
 export function serveCommands(socket: net.Socket, opts: CommandPortOptions): void {
-  const channel = channelFor(socket);
-  const decoder = new FrameDecoder((body) => {
-    const m = decodeCollectorMessage(body);
-    if (m.type === 'command') runCommand(opts.onCommand, m, channel);
+  const connection = new Connection<CollectorMessage, ProbeMessage, 'command'>(socket, {
+    peer: 'host',
+    decode: decodeCollectorMessage,
+    admits: ADMITS,
+    hello: { type: 'hello', ...opts.hello() },
+    onMessage: (m) => runCommand(opts.onCommand, m, channel),
+    onClose: ({ reason, code }) => {
+      if (code) opts.log('warn', `command connection: ${reason} (${code})`);
+    },
   });
-  socket.on('data', (chunk: Buffer) => {
-    try {
-      decoder.push(chunk);
-    } catch (err) {
-      opts.log('warn', `command connection: ${(err as Error).message}${err instanceof ProtocolError ? ` (${err.code})` : ''}`);
-      socket.destroy();
-    }
-  });
-  socket.on('end', () => socket.end());
-  socket.on('error', () => socket.destroy());
-  void channel.send({ type: 'hello', ...opts.hello() }).catch(() => {});
+  const channel = channelFor(connection);
+  connection.open();
 }

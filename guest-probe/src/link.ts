@@ -7,21 +7,30 @@
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
 import {
-  FrameDecoder,
+  Connection,
   HEARTBEAT_INTERVAL_MS,
   IDLE_TIMEOUT_MS,
   MAX_EVENTS_PER_BATCH,
   ProtocolError,
   decodeCollectorMessage,
   dial,
-  encodeMessage,
   type CollectorMessage,
+  type CollectorMessageOf,
   type Hello,
   type ProbeMessage,
 } from '@vsockdiag/proto';
 import { Backoff } from './backoff.js';
 import { channelFor, runCommand, type CommandHandler } from './commands.js';
 import type { EventRing } from './ring.js';
+
+/** What a collector may send: the welcome (its answer to our hello) first, then the rest. */
+const ADMITS = {
+  'awaiting-hello': ['welcome'],
+  open: ['ack', 'command', 'heartbeat'],
+} as const;
+
+type Admitted = CollectorMessageOf<(typeof ADMITS)[keyof typeof ADMITS][number]>;
+type SessionConnection = Connection<CollectorMessage, ProbeMessage, Admitted['type']>;
 
 export interface LinkOptions {
   address: string;
@@ -47,14 +56,12 @@ export class Link extends EventEmitter {
   generation = 0;
   /** Highest seq the collector has confirmed durable (in any session). */
   acked = 0;
-  private socket: net.Socket | null = null;
-  private welcomed = false;
+  private connection: SessionConnection | null = null;
   private sentUpTo = 0;
   private flushQueued = false;
   private waitingDrain = false;
   private stopped = false;
   private wake: (() => void) | null = null;
-  private lastTx = 0;
   private readonly backoff: Backoff;
   private readonly heartbeatMs: number;
   private readonly idleTimeoutMs: number;
@@ -67,7 +74,7 @@ export class Link extends EventEmitter {
   }
 
   get connected(): boolean {
-    return this.welcomed;
+    return this.connection?.state === 'open';
   }
 
   start(): void {
@@ -76,7 +83,7 @@ export class Link extends EventEmitter {
 
   stop(): void {
     this.stopped = true;
-    this.socket?.destroy();
+    this.connection?.close('stopped');
     this.wake?.();
   }
 
@@ -151,55 +158,40 @@ export class Link extends EventEmitter {
 
   private session(socket: net.Socket): Promise<void> {
     return new Promise((resolve) => {
-      this.socket = socket;
-      this.welcomed = false;
-      let lastRx = Date.now();
-      const decoder = new FrameDecoder((body) => this.handle(decodeCollectorMessage(body)));
-      const fail = (err: Error) => {
-        const code = err instanceof ProtocolError ? ` (${err.code})` : '';
-        this.opts.log('warn', `session ${this.generation}: ${err.message}${code}`);
-        socket.destroy();
-      };
-      socket.setNoDelay?.(true);
-      socket.on('data', (chunk: Buffer) => {
-        lastRx = Date.now();
-        try {
-          decoder.push(chunk);
-        } catch (err) {
-          fail(err as Error);
-        }
+      const connection: SessionConnection = new Connection<CollectorMessage, ProbeMessage, Admitted['type']>(socket, {
+        peer: 'collector',
+        decode: decodeCollectorMessage,
+        admits: ADMITS,
+        hello: { type: 'hello', ...this.opts.hello(this.generation) },
+        liveness: {
+          heartbeatMs: this.heartbeatMs,
+          idleTimeoutMs: this.idleTimeoutMs,
+          heartbeat: () => ({ type: 'heartbeat', sinceBootMs: this.opts.sinceBootMs() }),
+        },
+        onMessage: (m) => this.handle(connection, m),
+        onDrain: () => {
+          this.waitingDrain = false;
+          this.sendPending();
+        },
+        onClose: ({ error, from }) => {
+          if (error) {
+            const code = error instanceof ProtocolError ? ` (${error.code})` : '';
+            this.opts.log('warn', `session ${this.generation}: ${error.message}${code}`);
+          }
+          this.connection = null;
+          this.waitingDrain = false;
+          if (from === 'open') this.emit('disconnected');
+          resolve();
+        },
       });
-      socket.on('end', () => socket.end());
-      socket.on('error', (err) => this.opts.log('warn', `session ${this.generation}: ${err.message}`));
-      socket.on('drain', () => {
-        this.waitingDrain = false;
-        this.sendPending();
-      });
-      const heartbeat = setInterval(() => {
-        if (Date.now() - lastRx > this.idleTimeoutMs) {
-          fail(new ProtocolError('ERR_IDLE', `no word from the collector for ${this.idleTimeoutMs} ms`));
-          return;
-        }
-        // Any frame proves liveness: a heartbeat only when nothing else went out.
-        if (Date.now() - this.lastTx >= this.heartbeatMs - 50) this.write({ type: 'heartbeat', sinceBootMs: this.opts.sinceBootMs() });
-      }, this.heartbeatMs);
-      socket.once('close', () => {
-        clearInterval(heartbeat);
-        this.socket = null;
-        if (this.welcomed) this.emit('disconnected');
-        this.welcomed = false;
-        this.waitingDrain = false;
-        resolve();
-      });
-      this.write({ type: 'hello', ...this.opts.hello(this.generation) });
+      this.connection = connection;
     });
   }
 
-  private handle(m: CollectorMessage): void {
+  private handle(connection: SessionConnection, m: Admitted): void {
     switch (m.type) {
       case 'welcome':
-        if (this.welcomed) throw new ProtocolError('ERR_UNEXPECTED', 'second welcome');
-        this.welcomed = true;
+        connection.open();
         this.backoff.reset();
         // The collector's word replaces ours: it may be a different collector (a clone's,
         // or a restarted one that lost what it had not committed).
@@ -210,14 +202,13 @@ export class Link extends EventEmitter {
         this.sendPending();
         return;
       case 'ack':
-        if (!this.welcomed) throw new ProtocolError('ERR_UNEXPECTED', 'ack before welcome');
         if (m.seq > this.acked) {
           this.acked = Math.min(m.seq, this.sentUpTo);
           this.emit('ack', this.acked);
         }
         return;
       case 'command':
-        if (this.socket) runCommand(this.opts.onCommand, m, channelFor(this.socket));
+        runCommand(this.opts.onCommand, m, channelFor(connection));
         return;
       case 'heartbeat':
         return;
@@ -225,23 +216,18 @@ export class Link extends EventEmitter {
   }
 
   private sendPending(): void {
-    if (!this.welcomed || !this.socket) return;
+    const connection = this.connection;
+    if (connection?.state !== 'open') return;
     const ring = this.opts.ring;
     while (!this.waitingDrain && this.sentUpTo < ring.lastSeq) {
       const { gap, events } = ring.after(this.sentUpTo, MAX_EVENTS_PER_BATCH);
       if (gap) {
-        this.write({ type: 'gap', ...gap });
+        connection.send({ type: 'gap', ...gap });
         this.sentUpTo = gap.to;
       }
       if (events.length === 0) break;
       this.sentUpTo = events[events.length - 1]!.seq;
-      if (!this.write({ type: 'events', events })) this.waitingDrain = true;
+      if (!connection.send({ type: 'events', events })) this.waitingDrain = true;
     }
-  }
-
-  private write(m: ProbeMessage): boolean {
-    if (!this.socket || this.socket.destroyed) return false;
-    this.lastTx = Date.now();
-    return this.socket.write(encodeMessage(m));
   }
 }

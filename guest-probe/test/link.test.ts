@@ -530,6 +530,7 @@ describe('Link: reconnects', () => {
     ['an empty frame', Buffer.from([0, 0, 0, 0]), 'ERR_FRAME_EMPTY'],
     ['an unknown message type', encodeMessage({ type: 'bogus' } as unknown as CollectorMessage), 'ERR_UNKNOWN_TYPE'],
     ['ack before welcome', encodeMessage({ type: 'ack', seq: 1 }), 'ERR_UNEXPECTED'],
+    ['a command before welcome', encodeMessage({ type: 'command', id: 1, op: 'status' }), 'ERR_UNEXPECTED'],
   ])('drops the session on %s', async (_what, bytes, code) => {
     const ring = new EventRing();
     collector.behaviour = (s, m) => {

@@ -52,10 +52,13 @@ class FakeHost implements SessionHost {
   gaps: Array<[number, number]> = [];
   heartbeats: number[] = [];
   closes: Closed[] = [];
+  /** Runs inside onHello, as the sandbox's verdict does (it may start a dump right there). */
+  duringHello: ((s: Session) => void) | null = null;
   private waiters: Array<() => void> = [];
 
-  onHello(_s: Session, h: Hello): number {
+  onHello(s: Session, h: Hello): number {
     this.hellos.push(h);
+    this.duringHello?.(s);
     this.wake();
     return this.ack;
   }
@@ -237,6 +240,25 @@ describe('Session: hello', () => {
     expect(host.hellos).toEqual([]);
     expect(probe.messages).toEqual([]);
     await probe.until(() => probe.ended, 'socket close');
+  });
+
+  it('sends a command asked for inside onHello after the welcome, never before it', async () => {
+    const { host, probe } = await connect({ ack: 3 });
+    let answer: Promise<unknown> | null = null;
+    host.duringHello = (s) => {
+      answer = s.request({ op: 'status' }, 5000);
+    };
+    probe.send(hello);
+    await probe.until(() => probe.messages.length >= 2, 'welcome and command');
+    expect(probe.messages.map((m) => m.type)).toEqual(['welcome', 'command']);
+    const { id } = probe.messages[1] as { id: number };
+    probe.send({ type: 'result', id, ok: true });
+    expect(await answer).toMatchObject({ result: { id, ok: true } });
+  });
+
+  it('refuses a request before the hello', async () => {
+    const { sessions } = await connect();
+    await expect(sessions[0]!.request({ op: 'status' }, 5000)).rejects.toMatchObject({ code: 'CLOSED' });
   });
 
   it('rejects a second hello', async () => {

@@ -1,6 +1,7 @@
 export * from './address.js';
 export * from './codec.js';
 export * from './codes.js';
+export * from './connection.js';
 export * from './errors.js';
 export * from './events.js';
 export * from './frame.js';

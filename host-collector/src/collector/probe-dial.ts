@@ -1,16 +1,30 @@
 // Host-initiated connections to a probe's command port, through Firecracker's handshake:
 // connect to the VM's uds_path, write `CONNECT <port>\n` in one write, read `OK <n>\n`;
-// after that it is a plain byte stream. The probe speaks first (its hello says which probe
-// instance and generation is answering), then answers commands. A fresh connection for
-// every request, closed after it: never pooled, so no answer can come from a connection
-// that belongs to an earlier generation of the VM (the lesson of seed 003).
+// after that it is a plain byte stream, run as a Connection (proto/src/connection.ts). The
+// probe speaks first (its hello says which probe instance and generation is answering), then
+// answers commands. A fresh connection for every request, closed after it: never pooled, so
+// no answer can come from a connection that belongs to an earlier generation of the VM (the
+// lesson of seed 003).
 
 import net from 'node:net';
-import { FrameDecoder, MAX_FRAME_BYTES, MAX_HELLO_FRAME_BYTES, decodeProbeMessage, encodeMessage, type Hello } from '@vsockdiag/proto';
+import {
+  Connection,
+  decodeProbeMessage,
+  type Closed,
+  type CollectorMessage,
+  type Hello,
+  type ProbeMessage,
+  type ProbeMessageOf,
+} from '@vsockdiag/proto';
 import { RequestError, Requests, type Answer, type ProbeCommand } from './requests.js';
 
 /** Firecracker's reply line is short: "OK 1073741824\n". */
 const MAX_REPLY_LINE = 32;
+
+/** The probe's hello first, then what answers a command. */
+const ADMITS = { 'awaiting-hello': ['hello'], open: ['dump.chunk', 'result'] } as const;
+
+type Admitted = ProbeMessageOf<(typeof ADMITS)[keyof typeof ADMITS][number]>;
 
 export interface CommandPortAnswer extends Answer {
   hello: Hello;
@@ -23,62 +37,68 @@ export async function requestViaCommandPort(
   timeoutMs: number,
 ): Promise<CommandPortAnswer> {
   const socket = net.connect({ path: udsPath });
-  socket.setNoDelay?.(true);
   const requests = new Requests();
   const deadline = setTimeout(() => socket.destroy(new RequestError('TIMEOUT', `command port did not answer within ${timeoutMs} ms`)), timeoutMs);
   try {
     return await new Promise<CommandPortAnswer>((resolve, reject) => {
-      let okSeen = false;
-      let line = Buffer.alloc(0);
-      let hello: Hello | null = null;
-      const decoder = new FrameDecoder((body) => {
-        const m = decodeProbeMessage(body);
-        if (!hello) {
-          if (m.type !== 'hello') throw new Error(`probe spoke ${m.type} before hello`);
-          const h = m;
-          hello = h;
-          decoder.maxFrameBytes = MAX_FRAME_BYTES; // it said who it is: full-size frames (dump chunks) from here on
-          const { id, answer } = requests.start(timeoutMs);
-          socket.write(encodeMessage({ type: 'command', id, ...command }));
-          answer.then((a) => resolve({ ...a, hello: h }), reject);
-        } else if (m.type === 'dump.chunk') requests.onChunk(m);
-        else if (m.type === 'result') requests.onResult(m);
-      }, MAX_HELLO_FRAME_BYTES);
       const fail = (err: Error) => {
         requests.failAll(err);
         reject(err);
       };
-      /** Firecracker's reply to CONNECT; returns the bytes after it (the probe's stream). */
-      const handshake = (chunk: Buffer): Buffer | null => {
+      const socketError = (err: Error) => (err instanceof RequestError ? err : new RequestError('UNREACHABLE', `${udsPath}: ${err.message}`));
+
+      /** The probe's stream, once Firecracker said OK; `rest` is what followed the OK line. */
+      const talk = (rest: Buffer) => {
+        const connection = new Connection<ProbeMessage, CollectorMessage, Admitted['type']>(socket, {
+          peer: 'probe',
+          decode: decodeProbeMessage,
+          admits: ADMITS,
+          onMessage: (m) => {
+            if (m.type === 'hello') {
+              // It said who it is: full-size frames (dump chunks) from here on.
+              connection.open();
+              const { id, answer } = requests.start(timeoutMs);
+              connection.send({ type: 'command', id, ...command });
+              answer.then((a) => resolve({ ...a, hello: m }), reject);
+            } else if (m.type === 'dump.chunk') requests.onChunk(m);
+            else requests.onResult(m);
+          },
+          onClose: ({ code, error }: Closed) => {
+            if (error && code) fail(error); // a ProtocolError (ERR_UNEXPECTED before hello, …), or ours
+            else if (error) fail(socketError(error));
+            else fail(new RequestError('CLOSED', 'the probe closed the command connection before answering'));
+          },
+        });
+        if (rest.length) connection.feed(rest);
+      };
+
+      // Firecracker's reply to CONNECT, before the probe's stream.
+      let line = Buffer.alloc(0);
+      const handshake = (chunk: Buffer) => {
         line = Buffer.concat([line, chunk]);
         const nl = line.indexOf(0x0a);
         if (nl < 0) {
-          if (line.length > MAX_REPLY_LINE) throw new RequestError('UNREACHABLE', 'bad handshake reply from Firecracker');
-          return null;
+          if (line.length > MAX_REPLY_LINE) refuse('bad handshake reply from Firecracker');
+          return;
         }
         const reply = line.subarray(0, nl).toString('latin1');
-        if (!/^OK \d+$/.test(reply)) throw new RequestError('UNREACHABLE', `Firecracker answered "${reply.slice(0, 40)}" to CONNECT ${port}`);
-        okSeen = true;
-        return line.subarray(nl + 1);
+        if (!/^OK \d+$/.test(reply)) return refuse(`Firecracker answered "${reply.slice(0, 40)}" to CONNECT ${port}`);
+        socket.removeListener('data', handshake);
+        socket.removeListener('error', handshakeError);
+        socket.removeListener('close', handshakeClose);
+        talk(line.subarray(nl + 1));
       };
+      const refuse = (message: string) => {
+        fail(new RequestError('UNREACHABLE', message));
+        socket.destroy();
+      };
+      const handshakeError = (err: Error) => fail(socketError(err));
+      const handshakeClose = () =>
+        fail(new RequestError('UNREACHABLE', `nothing listens on the probe's command port ${port} (Firecracker closed the connection without OK)`));
       socket.once('connect', () => socket.write(`CONNECT ${port}\n`));
-      socket.on('data', (chunk: Buffer) => {
-        try {
-          const rest = okSeen ? chunk : handshake(chunk);
-          if (rest?.length) decoder.push(rest);
-        } catch (err) {
-          fail(err as Error);
-          socket.destroy();
-        }
-      });
-      socket.once('error', (err) => fail(err instanceof RequestError ? err : new RequestError('UNREACHABLE', `${udsPath}: ${err.message}`)));
-      socket.once('close', () =>
-        fail(
-          okSeen
-            ? new RequestError('CLOSED', 'the probe closed the command connection before answering')
-            : new RequestError('UNREACHABLE', `nothing listens on the probe's command port ${port} (Firecracker closed the connection without OK)`),
-        ),
-      );
+      socket.on('data', handshake);
+      socket.on('error', handshakeError);
+      socket.on('close', handshakeClose);
     });
   } finally {
     clearTimeout(deadline);

@@ -1,8 +1,9 @@
-// One probe connection, from accept to close. The guest on the other end is untrusted:
-// every frame is size-checked before decoding, schema-validated after, and charged to the
-// sandbox's budget (shared by all its connections); anything wrong closes this session with
-// a stable error code and touches nothing else. Acks go out only after the store has
-// committed the events.
+// One probe connection, from accept to close: the collector's role on a Connection
+// (proto/src/connection.ts), which does the framing, limits, liveness and states. The guest
+// on the other end is untrusted: every frame is size-checked before decoding,
+// schema-validated after, and charged to the sandbox's budget (shared by all its
+// connections); anything wrong closes this session with a stable error code and touches
+// nothing else. Acks go out only after the store has committed the events.
 //
 // Lifecycle: accept → hello (within HELLO_TIMEOUT_MS, in a frame of at most
 // MAX_HELLO_FRAME_BYTES) → welcome{ack} → events/gap/heartbeat … (frames up to
@@ -10,20 +11,19 @@
 
 import type net from 'node:net';
 import {
-  FrameDecoder,
+  Connection,
   HEARTBEAT_INTERVAL_MS,
   IDLE_TIMEOUT_MS,
-  MAX_FRAME_BYTES,
-  MAX_HELLO_FRAME_BYTES,
   PROTOCOL_VERSION,
   ProtocolError,
   decodeProbeMessage,
-  encodeMessage,
+  type Closed,
   type CollectorMessage,
   type Hello,
   type ProbeEvent,
   type ProbeMessage,
   type ProtocolErrorCode,
+  type ProbeMessageOf,
 } from '@vsockdiag/proto';
 import type { Budget } from './budget.js';
 import { RequestError, Requests, type Answer, type ProbeCommand } from './requests.js';
@@ -32,6 +32,14 @@ import type { Logger } from './logger.js';
 /** An honest probe sends its hello the moment it connects; a connection that has not said
  *  hello holds one of the sandbox's few pending slots, so it does not get to hold it long. */
 export const HELLO_TIMEOUT_MS = 2000;
+
+/** What a probe may send: its hello first, then the rest. */
+const ADMITS = {
+  'awaiting-hello': ['hello'],
+  open: ['events', 'gap', 'heartbeat', 'dump.chunk', 'result'],
+} as const;
+
+type Admitted = ProbeMessageOf<(typeof ADMITS)[keyof typeof ADMITS][number]>;
 
 export interface SessionHost {
   /** A valid hello arrived: returns the ack floor (highest seq already stored). */
@@ -48,53 +56,33 @@ export class Session {
   generation = 0;
   hello: Hello | null = null;
   private lastSeq = 0;
-  private closed = false;
+  /** Commands asked for while the hello is being accepted (the sandbox's verdict can start a
+   *  dump from inside onHello): they go out right after the welcome, never before it. */
+  private early: CollectorMessage[] | null = null;
   private readonly requests = new Requests();
-  private readonly decoder: FrameDecoder;
-  private lastRx = Date.now();
-  /** Any frame proves we are alive to the probe: a heartbeat is only sent when nothing else was. */
-  private lastTx = 0;
-  private readonly timer: NodeJS.Timeout;
-  private helloTimer: NodeJS.Timeout | null;
+  private readonly connection: Connection<ProbeMessage, CollectorMessage, Admitted['type']>;
 
   constructor(
-    readonly socket: net.Socket,
+    socket: net.Socket,
     private readonly host: SessionHost,
     private readonly log: Logger,
     /** The sandbox's budget, not this connection's: a reconnect does not refill it. */
     private readonly budget: Budget,
   ) {
-    this.decoder = new FrameDecoder((body) => this.handle(decodeProbeMessage(body)), MAX_HELLO_FRAME_BYTES);
-    socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('end', () => {
-      try {
-        this.decoder.end();
-        this.close('probe closed the connection', null);
-      } catch (err) {
-        this.fail(err);
-      }
+    this.connection = new Connection(socket, {
+      peer: 'probe',
+      decode: decodeProbeMessage,
+      admits: ADMITS,
+      helloTimeoutMs: HELLO_TIMEOUT_MS,
+      liveness: { heartbeatMs: HEARTBEAT_INTERVAL_MS, idleTimeoutMs: IDLE_TIMEOUT_MS, heartbeat: () => ({ type: 'heartbeat' }) },
+      budget,
+      onMessage: (m) => this.handle(m),
+      onClose: (closed) => this.closed(closed),
     });
-    socket.on('error', (err) => this.close(`socket error: ${err.message}`, null));
-    socket.on('close', () => this.close('connection closed', null));
-    this.helloTimer = setTimeout(() => this.fail(new ProtocolError('ERR_UNEXPECTED', `no hello within ${HELLO_TIMEOUT_MS} ms`)), HELLO_TIMEOUT_MS);
-    this.timer = setInterval(() => {
-      const now = Date.now();
-      if (now - this.lastRx > IDLE_TIMEOUT_MS) {
-        this.fail(new ProtocolError('ERR_IDLE', `no word from the probe for ${IDLE_TIMEOUT_MS} ms`));
-      } else if (this.hello && now - this.lastTx >= HEARTBEAT_INTERVAL_MS - 50) {
-        this.send({ type: 'heartbeat' });
-      }
-    }, HEARTBEAT_INTERVAL_MS);
   }
 
   get isClosed(): boolean {
-    return this.closed;
-  }
-
-  send(m: CollectorMessage): void {
-    if (this.closed) return;
-    this.lastTx = Date.now();
-    this.socket.write(encodeMessage(m));
+    return !this.connection.live;
   }
 
   /**
@@ -103,71 +91,47 @@ export class Session {
    * is taken back when the request settles (answered, timed out, or the session closed).
    */
   request(command: ProbeCommand, timeoutMs: number, grantBytes = 0): Promise<Answer> {
-    if (this.closed || !this.hello) return Promise.reject(new RequestError('CLOSED', 'the probe session is not open'));
+    if (!this.hello || !this.connection.live) return Promise.reject(new RequestError('CLOSED', 'the probe session is not open'));
     const { id, answer } = this.requests.start(timeoutMs);
     if (grantBytes) {
       const { release } = this.budget.grant(grantBytes);
       void answer.then(release, release);
     }
-    this.send({ type: 'command', id, ...command });
+    const m: CollectorMessage = { type: 'command', id, ...command };
+    if (this.early) this.early.push(m);
+    else this.connection.send(m);
     return answer;
   }
 
   close(reason: string, code: ProtocolErrorCode | null): void {
-    if (this.closed) return;
-    this.closed = true;
+    this.connection.close(reason, code);
+  }
+
+  private closed({ reason, code, error }: Closed): void {
+    if (error instanceof ProtocolError) {
+      this.log.warn({ code, err: error.message, generation: this.generation }, 'closing probe session');
+    } else if (code === 'ERR_INTERNAL') {
+      this.log.error({ err: error }, 'unexpected error handling a probe message');
+    }
     this.requests.failAll(new RequestError('CLOSED', `the probe session closed: ${reason}`));
-    clearInterval(this.timer);
-    this.clearHelloTimer();
-    this.socket.destroy();
     this.host.onClose(this, reason, code);
   }
 
-  private clearHelloTimer(): void {
-    if (this.helloTimer) clearTimeout(this.helloTimer);
-    this.helloTimer = null;
-  }
-
-  private onData(chunk: Buffer): void {
-    if (this.closed) return;
-    this.lastRx = Date.now();
-    try {
-      if (!this.budget.spendBytes(chunk.length)) {
-        throw new ProtocolError('ERR_RATE_LIMIT', 'probe exceeded its byte budget');
-      }
-      this.decoder.push(chunk);
-    } catch (err) {
-      this.fail(err);
-    }
-  }
-
-  private fail(err: unknown): void {
-    if (err instanceof ProtocolError) {
-      this.log.warn({ code: err.code, err: err.message, generation: this.generation }, 'closing probe session');
-      this.close(err.message, err.code);
-    } else {
-      this.log.error({ err }, 'unexpected error handling a probe message');
-      this.close(`internal error: ${(err as Error).message}`, 'ERR_INTERNAL');
-    }
-  }
-
-  private handle(m: ProbeMessage): void {
-    if (this.closed) return;
-    if (!this.budget.spendFrame()) throw new ProtocolError('ERR_RATE_LIMIT', 'probe exceeded its frame budget');
-    if (!this.hello && m.type !== 'hello') throw new ProtocolError('ERR_UNEXPECTED', `${m.type} before hello`);
+  private handle(m: Admitted): void {
     switch (m.type) {
       case 'hello': {
-        if (this.hello) throw new ProtocolError('ERR_UNEXPECTED', 'second hello');
         if (m.protocol !== PROTOCOL_VERSION) {
           throw new ProtocolError('ERR_VERSION', `protocol ${m.protocol} not supported (this collector speaks ${PROTOCOL_VERSION})`);
         }
         this.hello = m;
-        this.clearHelloTimer();
+        this.early = [];
         const ack = this.host.onHello(this, m);
-        // The probe has said who it is: full-size frames from here on.
-        this.decoder.maxFrameBytes = MAX_FRAME_BYTES;
         this.lastSeq = ack;
-        this.send({ type: 'welcome', ack, hostWallMs: Date.now() });
+        // The probe has said who it is: full-size frames from here on.
+        this.connection.open();
+        this.connection.send({ type: 'welcome', ack, hostWallMs: Date.now() });
+        for (const early of this.early) this.connection.send(early);
+        this.early = null;
         return;
       }
       case 'events': {
@@ -185,7 +149,7 @@ export class Session {
             this.log.error({ err }, 'store commit failed; the probe will resend');
             this.close('store commit failed', 'ERR_STORE');
           } else {
-            this.send({ type: 'ack', seq: upTo });
+            this.connection.send({ type: 'ack', seq: upTo });
           }
         });
         return;
