@@ -295,6 +295,17 @@ describe('decide(): exited and silent', () => {
   });
 });
 
+describe('decide(): a socket the collector cannot listen on', () => {
+  it('says so as the whole reason, and leaves the state to the probe facts', () => {
+    const listenError = { socketPath: '/run/vm/v.sock_52000', message: 'EACCES: permission denied' };
+    const stuck = input({ now: 9000, status: status({ target: {} }), conditions: [{ name: 'clock-skew', detail: 'y' }] });
+    const v = decide({ ...stuck, listenError });
+    expect(v).toEqual({ ...decide(stuck), reason: 'cannot listen on /run/vm/v.sock_52000: EACCES: permission denied' });
+    expect(v.state).toBe('stuck');
+    expect(decide(input({ now: 10, status: null, connected: false, listenError })).state).toBe('registered');
+  });
+});
+
 describe('decide(input, false): the state without the text', () => {
   it('decides exactly what decide(input) decides, for every branch', () => {
     const cases: VerdictInput[] = [

@@ -77,7 +77,7 @@ export class Registry extends EventEmitter {
         if (problem) throw new Error(problem);
         await sb.startListening();
       } catch (err) {
-        sb.listenError = (err as Error).message;
+        sb.listenFailed((err as Error).message);
         this.log.error({ sandbox: row.id, err: sb.listenError }, 'cannot listen for a persisted sandbox');
       }
     }
@@ -109,7 +109,7 @@ export class Registry extends EventEmitter {
         try {
           await existing.move(udsPath);
         } catch (err) {
-          existing.listenError = (err as Error).message;
+          existing.listenFailed((err as Error).message);
           throw new RegistryError('LISTEN_FAILED', `cannot listen on ${existing.socketPath}: ${(err as Error).message}`);
         }
         this.store.saveSandbox({ id, udsPath, source, generation: existing.generation, createdMs: Date.now() });

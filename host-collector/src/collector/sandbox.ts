@@ -69,7 +69,6 @@ export class Sandbox extends EventEmitter implements SessionHost {
   probe: { instanceId: string; version: string; bootId: string; generation: number; pprof: boolean } | null = null;
   /** The newest dumps (ids into the store), newest last, for linking from the state. */
   recentDumps: Array<{ id: number | null; mode: DumpMode; trigger: DumpTrigger; at: number; complete: boolean; error?: string }> = [];
-  listenError: string | null = null;
   connectedAt: number | undefined;
   disconnectedAt: number | undefined;
   disconnectReason: string | undefined;
@@ -88,6 +87,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
   /** Guest wall clock minus host wall clock, from the last hello or system sample. */
   skewMs: number | null = null;
   private server: net.Server | null = null;
+  private listenFailure: string | null = null;
   /** The state as of the last evaluation; the reason is written fresh for each reader (currentVerdict). */
   private decided: SandboxState = 'registered';
   private timer: NodeJS.Timeout | null = null;
@@ -128,6 +128,11 @@ export class Sandbox extends EventEmitter implements SessionHost {
     return this.decided;
   }
 
+  /** Why the collector cannot listen on socketPath, or null while it listens. */
+  get listenError(): string | null {
+    return this.listenFailure;
+  }
+
   /** Binds <udsPath>_<vsockPort>. Accepting does nothing slow: Firecracker's connect to
    *  this socket blocks its event thread until we accept. */
   async startListening(): Promise<void> {
@@ -136,7 +141,13 @@ export class Sandbox extends EventEmitter implements SessionHost {
       replaceStale: true,
       ...(gid === undefined ? { mode: 0o600 } : { mode: 0o660, gid }),
     });
-    this.listenError = null;
+    this.listenFailure = null;
+    this.evaluate();
+  }
+
+  /** Binding (or re-binding after a move) failed: the verdict's reason says so until it works. */
+  listenFailed(message: string): void {
+    this.listenFailure = message;
     this.evaluate();
   }
 
@@ -340,6 +351,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
     const { status, toHost } = this;
     return {
       blocked: this.blocked,
+      listenError: this.listenFailure === null ? null : { socketPath: this.socketPath, message: this.listenFailure },
       conditions: conditionsNow,
       conditionsRecheckAt: status ? conditionsRecheckAt({ status, toHost, now, settings: this.conditionSettings }) : null,
       now,

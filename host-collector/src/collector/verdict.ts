@@ -31,6 +31,9 @@ export interface VerdictInput {
   /** Where a goroutine dump of the target found it blocked (dumps/where-blocked.ts): named in
    *  a stuck reason while `pid` is still the target's. */
   blocked?: { pid: number; text: string } | null;
+  /** The collector cannot listen on the sandbox's socket: no probe can reach it, so that is
+   *  the reason, whatever the state last decided from the probe. */
+  listenError?: { socketPath: string; message: string } | null;
 }
 
 export interface Verdict {
@@ -53,7 +56,8 @@ const NO_CONDITIONS: readonly Condition[] = [];
 export function decide(v: VerdictInput, explain = true): Verdict {
   const base = decideState(v, explain);
   let reason = base.reason;
-  if (explain) for (const c of v.conditions ?? NO_CONDITIONS) if (!IN_READINESS.has(c.name)) reason += `; ${c.name}: ${c.detail}`;
+  if (explain && v.listenError) reason = `cannot listen on ${v.listenError.socketPath}: ${v.listenError.message}`;
+  else if (explain) for (const c of v.conditions ?? NO_CONDITIONS) if (!IN_READINESS.has(c.name)) reason += `; ${c.name}: ${c.detail}`;
   const other = v.conditionsRecheckAt ?? null;
   const recheckAt = base.recheckAt === null ? other : other === null ? base.recheckAt : Math.min(base.recheckAt, other);
   return reason === base.reason && recheckAt === base.recheckAt ? base : { state: base.state, reason, recheckAt };

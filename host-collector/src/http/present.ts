@@ -8,10 +8,10 @@ import { topGroup, type DumpAnalysis } from '../dumps/analyze.js';
 import type { DumpDiff } from '../dumps/dump-work.js';
 import type { SandboxState } from '../catalogue.js';
 
-/** State and reason as every reader sees them (a socket the collector cannot listen on says so). */
+/** State and reason as every reader sees them. */
 export function verdictOf(sb: Sandbox, now = Date.now(), conditionsNow = sb.currentConditions(now)): { state: SandboxState; reason: string } {
   const v = sb.currentVerdict(now, conditionsNow);
-  return { state: v.state, reason: sb.listenError ? `cannot listen on ${sb.socketPath}: ${sb.listenError}` : v.reason };
+  return { state: v.state, reason: v.reason };
 }
 
 export function summary(sb: Sandbox, now = Date.now()) {
