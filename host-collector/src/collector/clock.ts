@@ -6,9 +6,12 @@
 export class GuestClock {
   private offset = Number.POSITIVE_INFINITY;
 
-  observe(guestMs: number, hostMs: number = Date.now()): void {
+  /** True when the sample improved the estimate (guest times now map elsewhere). */
+  observe(guestMs: number, hostMs: number = Date.now()): boolean {
     const sample = hostMs - guestMs;
-    if (sample < this.offset) this.offset = sample;
+    if (sample >= this.offset) return false;
+    this.offset = sample;
+    return true;
   }
 
   get known(): boolean {

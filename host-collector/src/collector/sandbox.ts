@@ -23,7 +23,7 @@ import type { Logger } from './logger.js';
 import { Session, type SessionHost } from './session.js';
 import type { EventRecord, Store } from './store.js';
 import { conditions, conditionsRecheckAt, type Condition, type ConditionSettings, type KernelNote } from './conditions.js';
-import { decide, type Verdict, type VerdictInput } from './verdict.js';
+import { decide, type VerdictInput } from './verdict.js';
 
 export interface SandboxSettings {
   vsockPort: number;
@@ -61,6 +61,15 @@ export interface StateChange {
   generation: number;
 }
 
+/** What a reader sees of the verdict (Sandbox.read). */
+export interface Reading {
+  state: SandboxState;
+  reason: string;
+  conditions: readonly Condition[];
+  /** Host ms since which the sandbox has been in `state`. */
+  since: number;
+}
+
 export class Sandbox extends EventEmitter implements SessionHost {
   generation: number;
   status: ProbeStatus | null = null;
@@ -88,8 +97,11 @@ export class Sandbox extends EventEmitter implements SessionHost {
   skewMs: number | null = null;
   private server: net.Server | null = null;
   private listenFailure: string | null = null;
-  /** The state as of the last evaluation; the reason is written fresh for each reader (currentVerdict). */
+  /** The state as of the last evaluation; the reason is written fresh for each reader (read). */
   private decided: SandboxState = 'registered';
+  /** When the last evaluation ran, and when its timer looks again (null: no timer). */
+  private evaluatedAt = Date.now();
+  private dueAt: number | null = null;
   private timer: NodeJS.Timeout | null = null;
   /** Built once: evaluate() runs on every batch of every sandbox and should allocate little. */
   private readonly conditionSettings: ConditionSettings;
@@ -173,14 +185,28 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   /**
-   * Re-runs the verdict now (fresh reason text, e.g. for an API read). A read can land in
-   * the millisecond before a threshold's timer fires: then the transition is recorded here,
-   * so what the API shows and the state history never disagree.
+   * The verdict as a reader sees it at `now`: pure, it records nothing. Between two
+   * evaluations only time moves (every other input evaluates at once when it changes: a
+   * hello, a batch, a close, a heartbeat that corrects the clock, a dump's finding, a listen
+   * failure), and time alone can change the state only at the moment the last evaluation
+   * armed its timer for. So a read decides at `now` held just short of that moment (and not
+   * before the last evaluation, should the wall clock step back): it always shows the state
+   * the history has, and a transition a read would otherwise see early is the timer's to
+   * record, a moment later. The reason and conditions are those of that same moment.
    */
-  currentVerdict(now = Date.now(), conditionsNow = this.currentConditions(now)): Verdict {
-    const v = decide(this.verdictInput(now, conditionsNow));
-    if (v.state !== this.decided) this.evaluate();
-    return v;
+  read(now = Date.now()): Reading {
+    const input = this.verdictInput(this.readMoment(now));
+    return { state: this.decided, reason: decide(input).reason, conditions: input.conditions ?? [], since: this.stateSince };
+  }
+
+  /** The conditions a reader sees at `now` (as in read(), without the reason text). */
+  conditionsAt(now = Date.now()): readonly Condition[] {
+    return this.currentConditions(this.readMoment(now));
+  }
+
+  private readMoment(now: number): number {
+    const held = this.dueAt === null ? now : Math.min(now, this.dueAt - 1);
+    return Math.max(this.evaluatedAt, held);
   }
 
   /** Refuses (closes at once, before any byte is read) a connection during a cool-down, past
@@ -309,7 +335,8 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   onHeartbeat(session: Session, sinceBootMs: number): void {
-    if (session === this.session) this.clock.observe(sinceBootMs);
+    // A better clock estimate moves every guest time, and so the thresholds: decide again.
+    if (session === this.session && this.clock.observe(sinceBootMs)) this.evaluate();
   }
 
   onClose(session: Session, reason: string, code: ProtocolErrorCode | null): void {
@@ -333,8 +360,7 @@ export class Sandbox extends EventEmitter implements SessionHost {
 
   // ---- verdict ----
 
-  /** Conditions in force now. */
-  currentConditions(now = Date.now()): readonly Condition[] {
+  private currentConditions(now: number): readonly Condition[] {
     if (!this.status) return [];
     return conditions({
       now,
@@ -347,8 +373,9 @@ export class Sandbox extends EventEmitter implements SessionHost {
     });
   }
 
-  private verdictInput(now: number, conditionsNow: readonly Condition[]): VerdictInput {
+  private verdictInput(now: number): VerdictInput {
     const { status, toHost } = this;
+    const conditionsNow = this.currentConditions(now);
     return {
       blocked: this.blocked,
       listenError: this.listenFailure === null ? null : { socketPath: this.socketPath, message: this.listenFailure },
@@ -368,16 +395,17 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   /** Decides now, records a transition if the state changed, and arms the next check. */
-  evaluate(): void {
+  private evaluate(): void {
     if (this.closed) return;
     const now = Date.now();
-    const conditionsNow = this.currentConditions(now);
-    const input = this.verdictInput(now, conditionsNow);
+    const input = this.verdictInput(now);
     // The reason text only when the state changed (same input, same now: the same verdict).
     const v = decide(input, false);
     const previous = this.decided;
     this.decided = v.state;
-    this.noteConditions(conditionsNow);
+    this.evaluatedAt = now;
+    this.dueAt = v.recheckAt;
+    this.noteConditions(input.conditions ?? []);
     this.emit('changed');
     if (v.state !== previous) {
       const { reason } = decide(input);

@@ -28,7 +28,7 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
     registers: [reg],
     collect() {
       this.reset();
-      for (const sb of all()) this.set({ sandbox: sb.id, state: sb.currentVerdict().state }, 1);
+      for (const sb of all()) this.set({ sandbox: sb.id, state: sb.state }, 1);
     },
   });
   new client.Gauge({
@@ -39,7 +39,7 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
     collect() {
       this.reset();
       for (const sb of all()) {
-        for (const c of sb.currentConditions()) this.set({ sandbox: sb.id, condition: c.name, subject: c.subject ?? '' }, c.count ?? 1);
+        for (const c of sb.conditionsAt()) this.set({ sandbox: sb.id, condition: c.name, subject: c.subject ?? '' }, c.count ?? 1);
       }
     },
   });

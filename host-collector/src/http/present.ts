@@ -6,27 +6,19 @@ import type { Sandbox } from '../collector/sandbox.js';
 import type { EventRecord, StoredDump, StoredEvent } from '../collector/store.js';
 import { topGroup, type DumpAnalysis } from '../dumps/analyze.js';
 import type { DumpDiff } from '../dumps/dump-work.js';
-import type { SandboxState } from '../catalogue.js';
-
-/** State and reason as every reader sees them. */
-export function verdictOf(sb: Sandbox, now = Date.now(), conditionsNow = sb.currentConditions(now)): { state: SandboxState; reason: string } {
-  const v = sb.currentVerdict(now, conditionsNow);
-  return { state: v.state, reason: v.reason };
-}
 
 export function summary(sb: Sandbox, now = Date.now()) {
-  const conditionsNow = sb.currentConditions(now);
-  const v = verdictOf(sb, now, conditionsNow);
+  const v = sb.read(now);
   const status = sb.status;
   return {
     id: sb.id,
     state: v.state,
     reason: v.reason,
-    since: new Date(sb.stateSince).toISOString(),
+    since: new Date(v.since).toISOString(),
     generation: sb.generation,
     connected: sb.session !== null,
     lastPhase: status?.phases.last?.name ?? status?.phases.last?.status ?? null,
-    conditions: conditionsNow.map(({ name, detail, subject, count }) => ({
+    conditions: v.conditions.map(({ name, detail, subject, count }) => ({
       name,
       detail,
       ...(subject !== undefined ? { subject } : {}),

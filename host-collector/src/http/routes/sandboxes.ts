@@ -6,7 +6,7 @@ import { RegistryError, type Registry } from '../../collector/registry.js';
 import type { Sandbox, StateChange } from '../../collector/sandbox.js';
 import type { Store } from '../../collector/store.js';
 import { ApiError, noSandbox } from '../errors.js';
-import { detail, eventRecord, phaseRecords, summary, verdictOf } from '../present.js';
+import { detail, eventRecord, phaseRecords, summary } from '../present.js';
 
 export const MAX_READINESS_WAIT_MS = 120_000;
 export const MAX_EVENTS_LIMIT = 1000;
@@ -91,7 +91,7 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
       });
     }
     // Only what readiness says: the verdict, not the whole summary (this route is polled hard).
-    const v = verdictOf(sb);
+    const v = sb.read();
     const ready = v.state === 'ready';
     return reply.code(ready ? 200 : 503).send({ ready, state: v.state, reason: v.reason, generation: sb.generation });
   });
