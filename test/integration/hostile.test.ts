@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DUMP_CHUNK_BYTES, MAX_HELLO_FRAME_BYTES, MAX_NESTING_DEPTH, encodeMessage, frame } from '@vsockdiag/proto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_PENDING } from '../../host-collector/src/collector/sandbox.js';
+import { MAX_PENDING } from '../../host-collector/src/collector/intake.js';
 import { HELLO_TIMEOUT_MS } from '../../host-collector/src/collector/session.js';
 import { allEvents, startCollector, waitFor, type CollectorProcess } from '../harness/collector.js';
 import { ProbeClient } from '../harness/probe-client.js';

@@ -108,7 +108,7 @@ export class DumpService {
   private async ask(sb: Sandbox, req: DumpRequest): Promise<{ answer: Answer; via: string }> {
     const command = { op: 'dump' as const, mode: req.mode, destructive: req.destructive };
     const timeout = DUMP_TIMEOUT_MS[req.mode];
-    const session = sb.session;
+    const session = sb.intake.session;
     if (session) {
       try {
         return { answer: await session.request(command, timeout, MAX_DUMP_BYTES), via: 'session' };
@@ -123,7 +123,7 @@ export class DumpService {
         this.log.info({ sandbox: sb.id, err: err.message }, 'session closed during a dump; trying the command port');
       }
     }
-    const expected = sb.probe;
+    const expected = sb.intake.probe;
     const a = await requestViaCommandPort(sb.udsPath, this.opts.probePort, command, timeout);
     // Same memory as the session we know, or we cannot tell which VM answered.
     if (expected && (a.hello.instanceId !== expected.instanceId || a.hello.generation < expected.generation)) {
@@ -178,8 +178,9 @@ export class DumpService {
   /** One set per stuck episode (generation and target pid), within the rate limit. */
   private async autoDumps(id: string): Promise<void> {
     const sb = this.registry.get(id);
-    if (!sb?.status?.target) return;
-    const episode = `${sb.generation}:${sb.status.target.pid}`;
+    const target = sb?.intake.status?.target;
+    if (!sb || !target) return;
+    const episode = `${sb.generation}:${target.pid}`;
     const now = Date.now();
     let h = this.auto.get(id);
     if (!h) this.auto.set(id, (h = { episode: '', taken: [], skipNotedUntil: 0 }));

@@ -50,7 +50,7 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
     registers: [reg],
     collect() {
       this.reset();
-      for (const sb of all()) this.set({ sandbox: sb.id }, sb.session ? 1 : 0);
+      for (const sb of all()) this.set({ sandbox: sb.id }, sb.intake.session ? 1 : 0);
     },
   });
   const counter = (name: string, help: string, key: 'events' | 'sessions' | 'protocolErrors' | 'gaps' | 'refused') =>
@@ -63,7 +63,7 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
       registers: [reg],
       collect() {
         this.reset();
-        for (const sb of all()) this.set({ sandbox: sb.id }, sb.counters[key]);
+        for (const sb of all()) this.set({ sandbox: sb.id }, sb.intake.counters[key]);
       },
     });
   counter('vsockdiag_events_received_total', 'Probe events received', 'events');

@@ -9,14 +9,14 @@ import type { DumpDiff } from '../dumps/dump-work.js';
 
 export function summary(sb: Sandbox, now = Date.now()) {
   const v = sb.read(now);
-  const status = sb.status;
+  const status = sb.intake.status;
   return {
     id: sb.id,
     state: v.state,
     reason: v.reason,
     since: new Date(v.since).toISOString(),
     generation: sb.generation,
-    connected: sb.session !== null,
+    connected: sb.intake.session !== null,
     lastPhase: status?.phases.last?.name ?? status?.phases.last?.status ?? null,
     conditions: v.conditions.map(({ name, detail, subject, count }) => ({
       name,
@@ -47,16 +47,17 @@ export function phaseRecords(events: StoredEvent[]): PhaseRecord[] {
 
 /** `morePhases`: the target has more phases than `phases` lists (read them as events?kind=phase). */
 export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, now = Date.now()) {
-  const status = sb.status;
-  const guestToIso = (t: number | undefined) => (t === undefined ? null : new Date(Math.round(sb.clock.toHost(t))).toISOString());
+  const { intake, history } = sb;
+  const status = intake.status;
+  const guestToIso = (t: number | undefined) => (t === undefined ? null : new Date(Math.round(intake.clock.toHost(t))).toISOString());
   return {
     ...summary(sb, now),
     udsPath: sb.udsPath,
     socketPath: sb.socketPath,
     source: sb.source,
-    probe: sb.probe ? { ...sb.probe, ...(status?.probe ?? {}) } : null,
-    connectedAt: sb.connectedAt ? new Date(sb.connectedAt).toISOString() : null,
-    disconnectedAt: sb.disconnectedAt && !sb.session ? new Date(sb.disconnectedAt).toISOString() : null,
+    probe: intake.probe ? { ...intake.probe, ...(status?.probe ?? {}) } : null,
+    connectedAt: intake.connectedAt ? new Date(intake.connectedAt).toISOString() : null,
+    disconnectedAt: intake.disconnectedAt && !intake.session ? new Date(intake.disconnectedAt).toISOString() : null,
     target: status?.target ? { ...status.target, startedAt: guestToIso(status.target.startedAt), startedAtBootMs: status.target.startedAt } : null,
     listener: status
       ? { ...status.listener, since: guestToIso(status.listener.since), sinceBootMs: status.listener.since ?? null }
@@ -67,15 +68,15 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     health: status?.health ? { ...status.health, at: guestToIso(status.health.t) } : null,
     sockets: status?.sockets ? { ...status.sockets, at: guestToIso(status.sockets.t) } : null,
     system: status?.system ? { ...status.system, at: guestToIso(status.system.t) } : null,
-    clockSkewMs: sb.skewMs,
-    kernel: sb.kernel.map((k) => ({ ...k, at: new Date(k.at).toISOString() })),
-    threads: sb.threads.slice(-60).map((t) => ({ at: new Date(t.at).toISOString(), n: t.n })),
+    clockSkewMs: history.skewMs,
+    kernel: history.kernel.map((k) => ({ ...k, at: new Date(k.at).toISOString() })),
+    threads: history.threads.slice(-60).map((t) => ({ at: new Date(t.at).toISOString(), n: t.n })),
     phases,
     morePhases,
-    dumps: sb.recentDumps.map((d) => ({ ...d, at: new Date(d.at).toISOString() })),
+    dumps: history.recentDumps.map((d) => ({ ...d, at: new Date(d.at).toISOString() })),
     /** Where the newest goroutine dump of the current target found it blocked (also in a stuck reason). */
-    blocked: sb.blocked && sb.status?.target?.pid === sb.blocked.pid ? sb.blocked : null,
-    counters: sb.counters,
+    blocked: history.blocked && status?.target?.pid === history.blocked.pid ? history.blocked : null,
+    counters: intake.counters,
   };
 }
 

@@ -13,9 +13,9 @@ export async function phaseRoutes(app: FastifyInstance, opts: { registry: Regist
     const byName = new Map<string, number[]>();
     const order: string[] = [];
     for (const sb of opts.registry.sandboxes.values()) {
-      const tl = sb.phaseTimeline;
+      const tl = sb.history.phaseTimeline;
       for (let i = 0; i < tl.length; i++) {
-        const end = i + 1 < tl.length ? tl[i + 1]!.t : sb.readyAt;
+        const end = i + 1 < tl.length ? tl[i + 1]!.t : sb.history.readyAt;
         if (end === null || end < tl[i]!.t) continue;
         const name = tl[i]!.name;
         let list = byName.get(name);

@@ -1,0 +1,182 @@
+// When a sandbox's verdict (verdict.ts) is decided, and what readers see of it.
+//
+// Events and timers decide; reads never record. Every change to an input of the verdict
+// (a hello, a batch, a close, a heartbeat that corrects the guest clock: intake.ts; a dump's
+// finding: history.ts; a listen failure: sandbox.ts) calls evaluate(), which decides at once,
+// records a state change and the conditions raised or cleared in the history, and arms one
+// timer for the moment the verdict could next change by itself (its recheckAt).
+//
+// The rule for reads (read(), conditionsAt()): between two evaluations only time moves, and
+// time alone can change the state only at the moment the timer is armed for. So a read
+// decides at its time held just short of that moment (and not before the last evaluation,
+// should the wall clock step back). It always shows the state the history has; a read that
+// lands on a threshold before the timer fires shows the state before it (and a reason of
+// that moment), and the timer records the transition right after.
+
+import type { ConditionName, SandboxState } from '../catalogue.js';
+import { conditions, conditionsRecheckAt, type Condition, type ConditionSettings } from './conditions.js';
+import type { HistoryView } from './history.js';
+import type { IntakeView } from './intake.js';
+import { decide, type VerdictInput } from './verdict.js';
+
+/** What the verdict is decided from, read afresh at each decision. */
+export interface VerdictSources {
+  readonly intake: Pick<IntakeView, 'session' | 'status' | 'clock' | 'connectedAt' | 'disconnectedAt' | 'disconnectReason'>;
+  readonly history: Pick<HistoryView, 'threads' | 'kernel' | 'skewMs' | 'blocked'>;
+  /** Why the collector cannot listen on the sandbox's socket, if it cannot. */
+  listenError(): VerdictInput['listenError'];
+}
+
+export interface VerdictSettings {
+  targetName: string;
+  stallAfterMs: number;
+  startDeadlineMs: number;
+  conditions: ConditionSettings;
+}
+
+export interface Transition {
+  state: SandboxState;
+  previous: SandboxState;
+  reason: string;
+}
+
+export interface VerdictHooks {
+  /** Into the sandbox's history. */
+  record(kind: 'state' | 'condition', data: Record<string, unknown>): void;
+  /** Decided again: the reason or the conditions may read differently now. */
+  evaluated(): void;
+  /** The state changed (already in the history). */
+  transition(t: Transition): void;
+}
+
+/** What a reader sees of the verdict. */
+export interface Reading {
+  state: SandboxState;
+  reason: string;
+  conditions: readonly Condition[];
+  /** Host ms since which the sandbox has been in `state`. */
+  since: number;
+}
+
+const NO_CONDITIONS: readonly Condition[] = [];
+
+export class VerdictClock {
+  private decided: SandboxState = 'registered';
+  private decidedSince = Date.now();
+  /** When the last evaluation ran, and the moment its timer looks again (null: no timer). */
+  private evaluatedAt = this.decidedSince;
+  private dueAt: number | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  /** Conditions raised and not yet cleared, with their detail when raised. */
+  private readonly raised = new Map<ConditionName, string>();
+  private stopped = false;
+  private readonly toHost = (guestMs: number) => this.sources.intake.clock.toHost(guestMs);
+
+  constructor(
+    private readonly sources: VerdictSources,
+    private readonly settings: VerdictSettings,
+    private readonly hooks: VerdictHooks,
+  ) {}
+
+  /** The state as of the last evaluation: the one the history has. */
+  get state(): SandboxState {
+    return this.decided;
+  }
+
+  get since(): number {
+    return this.decidedSince;
+  }
+
+  /** The verdict at `now` as readers see it (see the rule above). Records nothing. */
+  read(now = Date.now()): Reading {
+    const input = this.inputAt(this.readMoment(now));
+    return { state: this.decided, reason: decide(input).reason, conditions: input.conditions ?? NO_CONDITIONS, since: this.decidedSince };
+  }
+
+  /** The conditions at `now` as readers see them (as read() has them, without the reason). */
+  conditionsAt(now = Date.now()): readonly Condition[] {
+    return this.conditionsOf(this.readMoment(now));
+  }
+
+  /** Decides now, records a transition if the state changed, and arms the next check. */
+  evaluate(): void {
+    if (this.stopped) return;
+    const now = Date.now();
+    const input = this.inputAt(now);
+    // The reason text only when the state changed (same input, same now: the same verdict).
+    const v = decide(input, false);
+    const previous = this.decided;
+    this.decided = v.state;
+    this.evaluatedAt = now;
+    this.dueAt = v.recheckAt;
+    this.noteConditions(input.conditions ?? NO_CONDITIONS);
+    this.hooks.evaluated();
+    if (v.state !== previous) {
+      const { reason } = decide(input);
+      this.decidedSince = now;
+      this.hooks.record('state', { state: v.state, previous, reason });
+      this.hooks.transition({ state: v.state, previous, reason });
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (v.recheckAt !== null) {
+      // +1 ms so the threshold has certainly passed when we look again.
+      this.timer = setTimeout(() => this.evaluate(), Math.max(0, v.recheckAt - now) + 1);
+    }
+  }
+
+  /** No more decisions (the sandbox is going away). */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private readMoment(now: number): number {
+    const held = this.dueAt === null ? now : Math.min(now, this.dueAt - 1);
+    return Math.max(this.evaluatedAt, held);
+  }
+
+  private conditionsOf(now: number): readonly Condition[] {
+    const { status } = this.sources.intake;
+    if (!status) return NO_CONDITIONS;
+    const { threads, kernel, skewMs } = this.sources.history;
+    return conditions({ now, status, toHost: this.toHost, threads, kernel, skewMs, settings: this.settings.conditions });
+  }
+
+  private inputAt(now: number): VerdictInput {
+    const { intake, history } = this.sources;
+    const { status } = intake;
+    const { toHost } = this;
+    return {
+      blocked: history.blocked,
+      listenError: this.sources.listenError(),
+      conditions: this.conditionsOf(now),
+      conditionsRecheckAt: status ? conditionsRecheckAt({ status, toHost, now, settings: this.settings.conditions }) : null,
+      now,
+      connected: intake.session !== null,
+      connectedAt: intake.connectedAt,
+      disconnectedAt: intake.disconnectedAt,
+      disconnectReason: intake.disconnectReason,
+      status,
+      toHost,
+      targetName: this.settings.targetName,
+      stallAfterMs: this.settings.stallAfterMs,
+      startDeadlineMs: this.settings.startDeadlineMs,
+    };
+  }
+
+  /** Records conditions as they are raised and cleared, so the history shows them. */
+  private noteConditions(current: readonly Condition[]): void {
+    if (current.length === 0 && this.raised.size === 0) return; // the usual case
+    for (const c of current) {
+      if (!this.raised.has(c.name)) this.hooks.record('condition', { name: c.name, raised: true, detail: c.detail });
+      this.raised.set(c.name, c.detail);
+    }
+    for (const [name, detail] of this.raised) {
+      if (current.some((c) => c.name === name)) continue;
+      this.hooks.record('condition', { name, raised: false, detail });
+      this.raised.delete(name);
+    }
+  }
+}
