@@ -57,7 +57,17 @@ export function udsPathProblem(udsPath: string, roots: readonly string[] | undef
   return null;
 }
 
-export class Registry extends EventEmitter {
+/** What the registry tells its listeners. */
+export interface RegistryEvents {
+  /** A sandbox was registered or restored (before its listener is bound). */
+  added: [sandbox: Sandbox];
+  /** A sandbox was unregistered. */
+  removed: [id: string];
+  /** Any sandbox's state changed (its own 'state' event, for listeners of the whole fleet). */
+  state: [change: StateChange];
+}
+
+export class Registry extends EventEmitter<RegistryEvents> {
   readonly sandboxes = new Map<string, Sandbox>();
 
   constructor(
@@ -147,7 +157,7 @@ export class Registry extends EventEmitter {
 
   private create(id: string, udsPath: string, source: 'api' | 'discover', generation: number): Sandbox {
     const sb = new Sandbox(id, udsPath, source, generation, this.store, this.settings, this.log);
-    sb.on('state', (change: StateChange) => this.emit('state', change));
+    sb.on('state', (change) => this.emit('state', change));
     this.sandboxes.set(id, sb);
     this.emit('added', sb);
     return sb;
