@@ -3,6 +3,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../test/support/wait.js';
 import { NATIVE_NOT_AVAILABLE, SigquitCapture, nativeDump, takeDump, waitForExit, which, type DumpContext } from '../src/dumps/index.js';
 
 let root: string;
@@ -34,10 +35,10 @@ function sleeper(): ChildProcess {
 
 /** Until the child has exec'd sleep and sleeps in it. */
 async function sleeping(c: ChildProcess): Promise<void> {
-  for (let i = 0; i < 250; i++) {
-    if (readFileSync(`/proc/${c.pid}/comm`, 'utf8') === 'sleep\n' && stateOf(c.pid!) === 'S') return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor('the child to sleep in sleep', () => readFileSync(`/proc/${c.pid}/comm`, 'utf8') === 'sleep\n' && stateOf(c.pid!) === 'S', {
+    timeoutMs: 5000,
+    intervalMs: 20,
+  });
 }
 
 /** A folder holding executable scripts `name` → body, to stand in for gdb / eu-stack. */

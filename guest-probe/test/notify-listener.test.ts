@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, w
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../test/support/wait.js';
 
 import { loadNative } from '../src/native.js';
 import { NotifyListener } from '../src/notify/listener.js';
@@ -72,14 +73,6 @@ async function pySend(target: string, payloads: Payload[], env: NodeJS.ProcessEn
   return Number(r.stdout.trim());
 }
 
-async function waitFor(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 function collect(l: NotifyListener): { msg: NotifyMessage; pid: number }[] {
   const got: { msg: NotifyMessage; pid: number }[] = [];
   l.on('message', (msg, pid) => got.push({ msg, pid }));
@@ -114,7 +107,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const got = collect(l);
 
     const pid = await pySend(sock, ['READY=1\nSTATUS=up\nPHASE=init\nX_EXTRA=1', '', 'bad line\nlower=1\nSTOPPING=1\n']);
-    await waitFor(() => got.length === 3, '3 messages');
+    await waitFor('3 messages', () => got.length === 3, { timeoutMs: 5000 });
 
     expect(pid).toBeGreaterThan(0);
     expect(got.map((g) => g.pid)).toEqual([pid, pid, pid]);
@@ -145,7 +138,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     expect(r.code).toBe(0);
     expect(Date.now() - t0).toBeLessThan(4000);
 
-    await waitFor(() => got.some((g) => g.msg.ready), 'READY=1 from systemd-notify');
+    await waitFor('READY=1 from systemd-notify', () => got.some((g) => g.msg.ready), { timeoutMs: 5000 });
     const main = got.find((g) => g.msg.ready);
     expect(main?.msg.fields).toMatchObject({ READY: '1', STATUS: 'warming up', PHASE: 'envd-start', X_PROBE: '7' });
     expect(main?.msg.phase).toBe('envd-start');
@@ -159,7 +152,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const got = collect(l);
 
     await pySend(sock, [`STATUS=${'x'.repeat(4993)}`, 'READY=1']);
-    await waitFor(() => l.counters.received === 2, '2 datagrams');
+    await waitFor('2 datagrams', () => l.counters.received === 2, { timeoutMs: 5000 });
 
     expect(got).toHaveLength(1);
     expect(got[0]?.msg.ready).toBe(true);
@@ -176,7 +169,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
         { fill: 0x41, count: 4097 },
         { fill: 0x41, count: 70000 },
       ]);
-      await waitFor(() => seen.length === 3, '3 datagrams');
+      await waitFor('3 datagrams', () => seen.length === 3, { timeoutMs: 5000 });
       expect(seen).toEqual([
         [4096, pid, false],
         [4096, pid, true],
@@ -194,7 +187,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     expect(existsSync(name)).toBe(false);
 
     const pid = await pySend(name, ['READY=1']);
-    await waitFor(() => got.length === 1, 'message');
+    await waitFor('message', () => got.length === 1, { timeoutMs: 5000 });
     expect(got[0]?.pid).toBe(pid);
 
     // A second bind of the same abstract name fails; after close() it can be bound again.
@@ -219,7 +212,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     expect(err?.message).toBe(`notify socket ${sock}: Address already in use`);
 
     await pySend(sock, ['READY=1']);
-    await waitFor(() => got.length === 1, 'message to the first listener');
+    await waitFor('message to the first listener', () => got.length === 1, { timeoutMs: 5000 });
   });
 
   it('replaces a stale socket file but never a regular file', async () => {
@@ -230,7 +223,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const l = listen(stale);
     const got = collect(l);
     await pySend(stale, ['READY=1']);
-    await waitFor(() => got.length === 1, 'message on the rebound path');
+    await waitFor('message on the rebound path', () => got.length === 1, { timeoutMs: 5000 });
 
     const regular = path.join(d, 'regular');
     writeFileSync(regular, 'keep me');
@@ -271,7 +264,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const again = listen(sock);
     const got = collect(again);
     await pySend(sock, ['READY=1']);
-    await waitFor(() => got.length === 1, 'message after re-bind');
+    await waitFor('message after re-bind', () => got.length === 1, { timeoutMs: 5000 });
   });
 
   it('does not keep file descriptors passed with SCM_RIGHTS', async () => {
@@ -282,7 +275,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const got = collect(l);
 
     await pySend(path.join(d, 'notify'), ['READY=1', 'STATUS=two'], { SEND_FDS: marker });
-    await waitFor(() => got.length === 2, '2 messages');
+    await waitFor('2 messages', () => got.length === 2, { timeoutMs: 5000 });
     expect(got[1]?.msg.status).toBe('two');
 
     const leaked = readdirSync('/proc/self/fd').filter((fd) => {

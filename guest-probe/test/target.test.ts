@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { EventBody } from '@vsockdiag/proto';
+import { waitFor } from '../../test/support/wait.js';
 import { SAMPLE_KEEPALIVE_MS, TargetWatcher } from '../src/target.js';
 
 // Fixture pids near PID_MAX (4194304, the largest a pid file may hold): they are not
@@ -457,11 +458,14 @@ describe('TargetWatcher: live, with the real /proc', () => {
     const events: EventBody[] = [];
     const w = new TargetWatcher({ name, pidFile: null, procRoot: '/proc', emit: (e) => events.push(e) });
 
-    const deadline = Date.now() + 5000;
-    while (w.pid === null && Date.now() < deadline) {
-      w.tick();
-      if (w.pid === null) await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor(
+      'the watcher to find the child',
+      () => {
+        w.tick();
+        return w.pid !== null;
+      },
+      { timeoutMs: 5000, intervalMs: 20 },
+    );
     expect(w.pid).toBe(c.pid);
     const found = events[0];
     expect(found).toMatchObject({ kind: 'target.found', pid: c.pid, name, source: 'name', cmdline: `${bin} 30` });
@@ -474,11 +478,14 @@ describe('TargetWatcher: live, with the real /proc', () => {
 
     c.kill('SIGKILL');
     await exited;
-    const until = Date.now() + 5000;
-    while (!events.some((e) => e.kind === 'target.exit') && Date.now() < until) {
-      w.tick();
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor(
+      'target.exit',
+      () => {
+        w.tick();
+        return events.some((e) => e.kind === 'target.exit');
+      },
+      { timeoutMs: 5000, intervalMs: 20 },
+    );
     const exit = events.find((e) => e.kind === 'target.exit');
     expect(exit).toBeDefined();
     expect(exit).toMatchObject({ kind: 'target.exit', pid: c.pid });

@@ -7,9 +7,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../test/support/wait.js';
 
 const WRAP_SRC = fileURLToPath(new URL('../src/wrap.ts', import.meta.url));
 
@@ -94,16 +96,6 @@ function wrap(script: string, opts: { readStdout?: boolean } = {}): Run {
 
 const readReport = (r: Run): Report => JSON.parse(readFileSync(r.report, 'utf8')) as Report;
 
-async function until(cond: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 describe('wrap mode', () => {
   it('passes stdout and stderr through byte for byte, binary included; onOutput sees the same bytes', async () => {
     const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
@@ -135,7 +127,7 @@ describe('wrap mode', () => {
 
   it('forwards SIGTERM to the target and reports its exit', async () => {
     const r = wrap('trap "echo got TERM; exit 42" TERM; echo ready; while :; do sleep 0.05; done');
-    await until(() => Buffer.concat(r.stdout).toString().includes('ready'));
+    await waitFor('the target to be ready', () => Buffer.concat(r.stdout).toString().includes('ready'));
     r.child.kill('SIGTERM');
     const { code, signal } = await r.done;
     expect(signal).toBeNull();

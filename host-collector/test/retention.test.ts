@@ -9,6 +9,7 @@ import { initialStatus, type CollectorMessage, type EventBody, type Hello } from
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ProbeClient } from '../../test/harness/probe-client.js';
+import { waitFor } from '../../test/support/wait.js';
 import { Collector, type CollectorOptions } from '../src/collector/collector.js';
 import { AUTO_DUMP_SETS } from '../src/collector/dump-service.js';
 import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
@@ -100,16 +101,6 @@ function answerDumps(m: CollectorMessage, c: ProbeClient): void {
   const text = Buffer.from(`threads of envd (pid 42)\ntask 42 S futex_wait_queue\n`);
   c.send({ type: 'dump.chunk', id: m.id, index: 0, data: text });
   c.send({ type: 'result', id: m.id, ok: true, dump: { mode: m.mode ?? 'threads', source: 'proc', complete: true, bytes: text.length, chunks: 1, pid: 42 } });
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe('a guest flooding the history', () => {

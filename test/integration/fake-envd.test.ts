@@ -8,7 +8,9 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../support/wait.js';
 import { buildFakeEnvd, FAKE_ENVD_PHASES } from '../harness/fake-envd';
 
 /** The STATUS= / stderr description of each phase, in envd's start-up order. */
@@ -59,17 +61,6 @@ afterEach(async () => {
   await Promise.all(children.splice(0).map(killChild));
   await Promise.all(tempDirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
 });
-
-async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------
 // fake-envd
@@ -145,7 +136,7 @@ function portBound(port: number): Promise<boolean> {
 }
 
 async function waitReady(fe: FakeEnvd): Promise<void> {
-  await waitFor(() => fe.stderr().includes('fake-envd: ready') || !isRunning(fe.child), 'fake-envd to be ready');
+  await waitFor('fake-envd to be ready', () => fe.stderr().includes('fake-envd: ready') || !isRunning(fe.child));
   if (!isRunning(fe.child)) throw new Error(`fake-envd exited early:\n${fe.stderr()}`);
 }
 
@@ -198,7 +189,7 @@ async function startNotifyReceiver(socketName: string): Promise<NotifyReceiver> 
     () => undefined,
     (e: Error) => e,
   );
-  await waitFor(() => bound || !isRunning(child), 'python3 notify receiver to bind');
+  await waitFor('python3 notify receiver to bind', () => bound || !isRunning(child));
   const e = await spawnError;
   if (e) throw new Error(`cannot start python3 for the NOTIFY_SOCKET receiver: ${e.message}`);
   if (!bound) throw new Error(`python3 notify receiver failed:\n${err}`);
@@ -258,7 +249,7 @@ describe('fake-envd', () => {
     const rx = await startNotifyReceiver(await notifySocketPath());
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port)], { NOTIFY_SOCKET: rx.socket });
-    await waitFor(() => rx.datagrams.some((d) => d.startsWith('READY=1')), 'READY=1 datagram');
+    await waitFor('READY=1 datagram', () => rx.datagrams.some((d) => d.startsWith('READY=1')));
     expect(isRunning(fe.child)).toBe(true);
     expectStartupDatagrams(rx.datagrams, port);
   });
@@ -268,7 +259,7 @@ describe('fake-envd', () => {
     const rx = await startNotifyReceiver(name);
     const port = await freePort();
     startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port)], { NOTIFY_SOCKET: name });
-    await waitFor(() => rx.datagrams.some((d) => d.startsWith('READY=1')), 'READY=1 datagram');
+    await waitFor('READY=1 datagram', () => rx.datagrams.some((d) => d.startsWith('READY=1')));
     expectStartupDatagrams(rx.datagrams, port);
   });
 
@@ -309,7 +300,7 @@ describe('fake-envd', () => {
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'cgroup-manager'], {
       NOTIFY_SOCKET: rx.socket,
     });
-    await waitFor(() => fe.stderr().includes('envd startup: creating cgroup manager'), 'cgroup-manager phase line');
+    await waitFor('cgroup-manager phase line', () => fe.stderr().includes('envd startup: creating cgroup manager'));
     await sleep(1_000);
 
     const cgroupIdx = FAKE_ENVD_PHASES.indexOf('cgroup-manager');
@@ -324,7 +315,7 @@ describe('fake-envd', () => {
   it('a SIGQUIT goroutine dump of the cgroup-manager hang names envd-like functions', async () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'cgroup-manager']);
-    await waitFor(() => fe.stderr().includes('envd startup: creating cgroup manager'), 'cgroup-manager phase line');
+    await waitFor('cgroup-manager phase line', () => fe.stderr().includes('envd startup: creating cgroup manager'));
     await sleep(100);
     process.kill(fe.child.pid!, 'SIGQUIT');
     const { code } = await fe.exit;
@@ -339,7 +330,7 @@ describe('fake-envd', () => {
   it('-hang-in in another phase blocks in blockForever under that phase’s function', async () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'logger']);
-    await waitFor(() => fe.stderr().includes('envd startup: creating logger'), 'logger phase line');
+    await waitFor('logger phase line', () => fe.stderr().includes('envd startup: creating logger'));
     await sleep(100);
     process.kill(fe.child.pid!, 'SIGQUIT');
     expect((await fe.exit).code).toBe(2);
@@ -371,7 +362,7 @@ describe('fake-envd', () => {
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-listen-first', '-hang-in', 'api'], {
       NOTIFY_SOCKET: rx.socket,
     });
-    await waitFor(() => fe.stderr().includes('envd startup: creating API store'), 'api phase line');
+    await waitFor('api phase line', () => fe.stderr().includes('envd startup: creating API store'));
     await sleep(200);
 
     expect((await httpGet(port, '/health')).status).toBe(204);
@@ -388,7 +379,7 @@ describe('fake-envd', () => {
     const rx = await startNotifyReceiver(await notifySocketPath());
     const port = await freePort();
     startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-listen-first'], { NOTIFY_SOCKET: rx.socket });
-    await waitFor(() => rx.datagrams.some((d) => d.startsWith('READY=1')), 'READY=1 datagram');
+    await waitFor('READY=1 datagram', () => rx.datagrams.some((d) => d.startsWith('READY=1')));
     expectStartupDatagrams(rx.datagrams, port, ['listen', ...FAKE_ENVD_PHASES.slice(0, -1)]);
   });
 
@@ -403,7 +394,7 @@ describe('fake-envd', () => {
   it('-slow-phase makes one phase slow', async () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-slow-phase', 'router=600ms']);
-    await waitFor(() => fe.stderr().includes('envd startup: creating HTTP router'), 'router phase line');
+    await waitFor('router phase line', () => fe.stderr().includes('envd startup: creating HTTP router'));
     await sleep(300);
     expect(fe.phaseLines().at(-1)).toBe('envd startup: creating HTTP router');
     await waitReady(fe);
@@ -440,7 +431,7 @@ describe('fake-envd', () => {
       const mmdsPort = (mmds.address() as net.AddressInfo).port;
       const port = await freePort();
       const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-mmds-addr', `127.0.0.1:${mmdsPort}`]);
-      await waitFor(() => fe.stderr().includes('fake-envd: mmds: got opts'), 'MMDS poller success');
+      await waitFor('MMDS poller success', () => fe.stderr().includes('fake-envd: mmds: got opts'));
       const count = seen.length;
       await sleep(300);
       expect(seen.length).toBe(count);
@@ -478,7 +469,7 @@ describe('fake-envd', () => {
         '-mmds-addr', `127.0.0.1:${mmdsPort}`, '-mmds-storm', '10',
       ]);
       await waitReady(fe);
-      await waitFor(() => okResponses >= 40, '40 MMDS requests');
+      await waitFor('40 MMDS requests', () => okResponses >= 40);
       const before = connections;
       await sleep(300);
       expect(connections).toBeGreaterThan(before); // still polling after many 200s
@@ -494,7 +485,7 @@ describe('fake-envd', () => {
   it('exits 0 on SIGTERM, even while hung', async () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'cgroup-manager']);
-    await waitFor(() => fe.stderr().includes('envd startup: creating cgroup manager'), 'cgroup-manager phase line');
+    await waitFor('cgroup-manager phase line', () => fe.stderr().includes('envd startup: creating cgroup manager'));
     process.kill(fe.child.pid!, 'SIGTERM');
     expect(await fe.exit).toEqual({ code: 0, signal: null });
   });

@@ -12,7 +12,8 @@ import { DUMP_CHUNK_BYTES, MAX_HELLO_FRAME_BYTES, MAX_NESTING_DEPTH, encodeMessa
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PENDING } from '../../host-collector/src/collector/sandbox.js';
 import { HELLO_TIMEOUT_MS } from '../../host-collector/src/collector/session.js';
-import { allEvents, startCollector, waitFor, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { ProbeClient } from '../harness/probe-client.js';
 
 let collector: CollectorProcess;
