@@ -5,7 +5,8 @@ import path from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { FrameDecoder, decodeCollectorMessage, encodeMessage, initialStatus } from '@vsockdiag/proto';
+import { FrameDecoder, decodeCollectorMessage, encodeMessage } from '@vsockdiag/proto';
+import { helloMessage } from '../../test/support/hello.js';
 import { Collector, type CollectorOptions } from '../src/collector/collector.js';
 
 const log = pino({ level: 'silent' });
@@ -70,12 +71,7 @@ async function probe(socketPath: string): Promise<net.Socket> {
   await new Promise((r) => s.once('connect', r));
   const dec = new FrameDecoder((b) => decodeCollectorMessage(b));
   s.on('data', (d) => dec.push(d));
-  s.write(
-    encodeMessage({
-      type: 'hello', protocol: 1, probeVersion: 't', instanceId: '0123456789abcdef', generation: 1, bootId: 'b',
-      clocks: { wallMs: Date.now(), sinceBootMs: 1000 }, lastSeq: 0, config: { target: 'envd', expectPort: 49983 }, status: initialStatus(49983),
-    }),
-  );
+  s.write(encodeMessage(helloMessage({ clocks: { wallMs: Date.now(), sinceBootMs: 1000 } })));
   return s;
 }
 
