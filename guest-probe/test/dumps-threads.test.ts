@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
+import { fakeProcTree, statLine } from '../../test/support/fake-proc.js';
 import {
   NoSuchProcessError,
   TARGET_EXITED_LINE,
@@ -15,14 +16,9 @@ import {
 
 let root: string;
 
-/** A stat line with all 52 fields; `fields` overrides by proc(5) field number. */
-function statLine(pid: number, comm: string, fields: Record<number, string | number> = {}): string {
-  const parts: string[] = [];
-  for (let f = 3; f <= 52; f++) {
-    parts.push(String(fields[f] ?? (f === 3 ? 'S' : f === 20 ? 1 : f === 22 ? 12345 : 0)));
-  }
-  return `${pid} (${comm}) ${parts.join(' ')}\n`;
-}
+/** A stat line; unless set, one thread (field 20) started at tick 12345 (field 22). */
+const stat = (pid: number, comm: string, fields: Record<number, string | number> = {}) =>
+  statLine(pid, comm, { 20: 1, 22: 12345, ...fields });
 
 interface FakeTask {
   comm: string;
@@ -34,19 +30,14 @@ interface FakeTask {
 
 /** Writes a fake /proc/<pid> with the given tasks into a fresh folder; returns the procRoot. */
 function fakeProc(pid: number, comm: string, tasks: Record<number, FakeTask | null>, leader: Record<number, string | number> = {}): string {
-  const dir = mkdtempSync(join(root, 'p-'));
-  mkdirSync(join(dir, String(pid), 'task'), { recursive: true });
-  writeFileSync(join(dir, String(pid), 'stat'), statLine(pid, comm, { 20: Object.keys(tasks).length, ...leader }));
+  const proc = fakeProcTree(root, { [`${pid}/stat`]: stat(pid, comm, { 20: Object.keys(tasks).length, ...leader }) }).mkdir(`${pid}/task`);
   for (const [tid, t] of Object.entries(tasks)) {
-    const base = join(dir, String(pid), 'task', tid);
-    mkdirSync(base);
+    const task = `${pid}/task/${tid}`;
+    proc.mkdir(task);
     if (!t) continue; // an empty folder: a task that ended while we look
-    writeFileSync(join(base, 'stat'), statLine(Number(tid), t.comm, { 3: t.state }));
-    if (t.wchan !== undefined) writeFileSync(join(base, 'wchan'), t.wchan);
-    if (t.syscall !== undefined) writeFileSync(join(base, 'syscall'), t.syscall);
-    if (t.stack !== undefined) writeFileSync(join(base, 'stack'), t.stack);
+    proc.write({ stat: stat(Number(tid), t.comm, { 3: t.state }), wchan: t.wchan, syscall: t.syscall, stack: t.stack }, task);
   }
-  return dir;
+  return proc.root;
 }
 
 const children: ChildProcess[] = [];
@@ -162,7 +153,7 @@ describe('threadsDump text format (fixture procRoot)', () => {
       afterTask: (tid) => {
         if (tid !== 70) return;
         // What the kernel shows once the process exited but was not reaped yet.
-        writeFileSync(join(procRoot, '70', 'stat'), statLine(70, 'envd', { 3: 'Z', 20: 1 }));
+        writeFileSync(join(procRoot, '70', 'stat'), stat(70, 'envd', { 3: 'Z', 20: 1 }));
         for (let t = 71; t < 74; t++) rmSync(join(procRoot, '70', 'task', String(t)), { recursive: true });
       },
     });

@@ -1,10 +1,11 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { EventBody } from '@vsockdiag/proto';
+import { FakeProcTree } from '../../test/support/fake-proc.js';
 import { waitFor } from '../../test/support/wait.js';
 import { SAMPLE_KEEPALIVE_MS, TargetWatcher } from '../src/target.js';
 
@@ -29,31 +30,27 @@ interface FakeProc {
   fds?: number;
 }
 
+let proc: FakeProcTree;
 let root: string;
 
+/** Writes (or rewrites) a process in the fixture tree, from the stat fields TargetWatcher reads. */
 function writeProc(pid: number, p: FakeProc): void {
-  const dir = join(root, String(pid));
-  rmSync(join(dir, 'fd'), { recursive: true, force: true });
-  mkdirSync(join(dir, 'fd'), { recursive: true });
-  writeFileSync(join(dir, 'comm'), `${p.comm}\n`);
-  writeFileSync(join(dir, 'cmdline'), (p.cmdline ?? [`/usr/bin/${p.comm}`]).map((a) => `${a}\0`).join(''));
-  const values: Record<number, string | number> = {
-    3: p.state ?? 'S',
-    4: 1,
-    14: p.utime ?? 0,
-    15: p.stime ?? 0,
-    20: p.threads ?? 1,
-    22: p.start ?? 100,
-    24: p.rss ?? 0,
-    52: p.exitStatus ?? 0,
-  };
-  const fields: string[] = [];
-  for (let f = 3; f <= 52; f++) fields.push(String(values[f] ?? 0));
-  writeFileSync(join(dir, 'stat'), `${pid} (${p.comm}) ${fields.join(' ')}\n`);
-  for (let fd = 0; fd < (p.fds ?? 0); fd++) writeFileSync(join(dir, 'fd', String(fd)), '');
+  proc.process(pid, {
+    comm: p.comm,
+    cmdline: p.cmdline ?? [`/usr/bin/${p.comm}`],
+    stat: {
+      3: p.state ?? 'S',
+      4: 1,
+      14: p.utime ?? 0,
+      15: p.stime ?? 0,
+      20: p.threads ?? 1,
+      22: p.start ?? 100,
+      24: p.rss ?? 0,
+      52: p.exitStatus ?? 0,
+    },
+    fds: Array.from({ length: p.fds ?? 0 }, () => '/dev/null'),
+  });
 }
-
-const removeProc = (pid: number) => rmSync(join(root, String(pid)), { recursive: true, force: true });
 
 /** A watcher on the fixture tree with a controllable clock, collecting what it emits. */
 function watcher(opts: { name?: string; pidFile?: string | null; procRoot?: string } = {}) {
@@ -79,7 +76,8 @@ function watcher(opts: { name?: string; pidFile?: string | null; procRoot?: stri
 const kinds = (events: EventBody[]) => events.map((e) => e.kind);
 
 beforeEach(() => {
-  root = mkdtempSync(join(tmpdir(), 'vd-target-proc-'));
+  proc = new FakeProcTree(mkdtempSync(join(tmpdir(), 'vd-target-proc-')));
+  root = proc.root;
 });
 afterEach(() => {
   rmSync(root, { recursive: true, force: true });
@@ -144,7 +142,7 @@ describe('TargetWatcher: finding by name', () => {
 
   it('omits cmdline when it is empty', () => {
     writeProc(PID, { comm: 'envd' });
-    writeFileSync(join(root, String(PID), 'cmdline'), '');
+    proc.write({ cmdline: '' }, PID);
     const { w, events } = watcher();
     w.hint(PID); // a scan skips empty cmdlines (kernel threads); a hint does not
     expect(w.pid).toBe(PID);
@@ -194,7 +192,7 @@ describe('TargetWatcher: exit', () => {
     writeProc(PID, { comm: 'envd' });
     const { w, tickAt } = watcher();
     tickAt(0);
-    removeProc(PID);
+    proc.remove(PID);
     const out = tickAt(40);
     expect(out).toEqual([{ kind: 'target.exit', pid: PID }]);
     expect(w.pid).toBeNull();
@@ -211,7 +209,7 @@ describe('TargetWatcher: exit', () => {
     writeProc(PID, { comm: 'envd', start: 100 });
     const { tickAt } = watcher();
     tickAt(0); // the scan that found it
-    removeProc(PID);
+    proc.remove(PID);
     writeProc(PID2, { comm: 'envd', start: 200 }); // restarted already
     expect(tickAt(40)).toEqual([{ kind: 'target.exit', pid: PID }]);
     // 41 ms after the last scan, yet it scans: the exit made a scan due.
@@ -308,7 +306,7 @@ describe('TargetWatcher: pid file', () => {
     expect(kinds(tickAt(200))).toEqual(['target.found', 'target.sample']);
     expect(w.pid).toBe(PID);
     // The process dies; the stale pid file does not bring it back.
-    removeProc(PID);
+    proc.remove(PID);
     expect(tickAt(200)).toEqual([{ kind: 'target.exit', pid: PID }]);
     expect(tickAt(200)).toEqual([]);
     // The supervisor writes a new pid.
@@ -414,7 +412,7 @@ describe('TargetWatcher: wrap mode', () => {
     ]);
     expect(tickAt(0)).toEqual([expect.objectContaining({ kind: 'target.sample', pid: PID, threads: 3 })]);
     // Gone from /proc: no exit from /proc for a child (its status comes from waitpid).
-    removeProc(PID);
+    proc.remove(PID);
     expect(tickAt(100)).toEqual([]);
     w.childExited(3, null);
     expect(events.at(-1)).toEqual({ kind: 'target.exit', pid: PID, exitCode: 3 });
