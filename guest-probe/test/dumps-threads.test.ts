@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
 import { fakeProcTree, statLine } from '../../test/support/fake-proc.js';
+import { childReaper, waitForOutput } from '../../test/support/children.js';
 import {
   NoSuchProcessError,
   TARGET_EXITED_LINE,
@@ -40,24 +41,13 @@ function fakeProc(pid: number, comm: string, tasks: Record<number, FakeTask | nu
   return proc.root;
 }
 
-const children: ChildProcess[] = [];
+const children = childReaper();
 
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'dumps-threads-'));
 });
 afterAll(() => {
   rmSync(root, { recursive: true, force: true });
-});
-afterEach(() => {
-  for (const c of children.splice(0)) {
-    if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) {
-      try {
-        process.kill(c.pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
-  }
 });
 
 describe('threadsDump text format (fixture procRoot)', () => {
@@ -210,8 +200,8 @@ describe('threadsDump on real processes', () => {
     const child = spawn(bin, ['-addr', '127.0.0.1', '-port', '0', '-hang-in', 'cgroup-manager', '-no-notify'], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
-    children.push(child);
-    await waitForOutput(child, 'creating cgroup manager');
+    children.track(child);
+    await waitForOutput(child, 'stderr', 'creating cgroup manager');
     await new Promise((r) => setTimeout(r, 200)); // let every thread settle into its wait
     const d = threadsDump(child.pid!);
     expect(d.complete).toBe(true);
@@ -227,8 +217,8 @@ describe('threadsDump on real processes', () => {
     const child = spawn(bin, ['-addr', '127.0.0.1', '-port', '0', '-hang-in', 'cgroup-manager', '-no-notify'], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
-    children.push(child);
-    await waitForOutput(child, 'creating cgroup manager');
+    children.track(child);
+    await waitForOutput(child, 'stderr', 'creating cgroup manager');
     const pid = child.pid!;
     const before = threadsDump(pid);
     expect(before.tasks).toBeGreaterThanOrEqual(3);
@@ -255,18 +245,3 @@ describe('threadsDump on real processes', () => {
     await waitForExit(pid);
   });
 });
-
-function waitForOutput(child: ChildProcess, text: string, timeoutMs = 10_000): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`no "${text}" within ${timeoutMs} ms; got: ${seen}`)), timeoutMs);
-    child.stderr!.on('data', (c: Buffer) => {
-      seen += c.toString();
-      if (seen.includes(text)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code, sig) => reject(new Error(`exited (${sig ?? code}) before "${text}": ${seen}`)));
-  });
-}

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../test/support/wait.js';
+import { childReaper } from '../../test/support/children.js';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
 import { readGoroutines } from '../src/dumps/go/index.js';
 import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from './go-binaries.js';
@@ -15,11 +16,11 @@ import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from './g
 const STORM = 20;
 let binary = '';
 let tmp = '';
-const children: ChildProcess[] = [];
+const children = childReaper({ after: 'all' });
 
 function run(args: string[]): { child: ChildProcess; stderr: () => string; exited: Promise<void> } {
   const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, GOTRACEBACK: 'all' } });
-  children.push(child);
+  children.track(child);
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
   return { child, stderr: () => err, exited: new Promise((r) => child.once('exit', () => r())) };
@@ -46,8 +47,8 @@ beforeAll(async () => {
   tmp = mkdtempSync(path.join(os.tmpdir(), 'go-fake-envd-'));
 }, 320_000);
 
-afterAll(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+afterAll(async () => {
+  await children.reap(); // before their folder goes
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 

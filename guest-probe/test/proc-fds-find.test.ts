@@ -1,10 +1,11 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdtempSync, openSync, closeSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeProcTree } from '../../test/support/fake-proc.js';
+import { childReaper } from '../../test/support/children.js';
 import { countFds, findSocketOwner, listPids } from '../src/proc/fds.js';
 import { findProcessByName, readPidFile } from '../src/proc/find.js';
 import { readPidStat } from '../src/proc/stat.js';
@@ -110,20 +111,7 @@ describe('fixtures', () => {
 });
 
 describe('live /proc', () => {
-  const children: ChildProcess[] = [];
-
-  afterEach(async () => {
-    await Promise.all(
-      children.splice(0).map(
-        (c) =>
-          new Promise<void>((resolve) => {
-            if (c.exitCode !== null || c.signalCode !== null) return resolve();
-            c.once('exit', () => resolve());
-            c.kill('SIGKILL');
-          }),
-      ),
-    );
-  });
+  const children = childReaper();
 
   async function start(name: string): Promise<ChildProcess> {
     const bin = join(work, name);
@@ -137,7 +125,7 @@ describe('live /proc', () => {
         child.once('error', resolve);
       });
       if (err === null) {
-        children.push(child);
+        children.track(child);
         return child;
       }
       if (err.code !== 'ETXTBSY' || attempt >= 5) throw err;

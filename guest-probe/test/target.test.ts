@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { EventBody } from '@vsockdiag/proto';
 import { FakeProcTree } from '../../test/support/fake-proc.js';
 import { waitFor } from '../../test/support/wait.js';
+import { childReaper } from '../../test/support/children.js';
 import { SAMPLE_KEEPALIVE_MS, TargetWatcher } from '../src/target.js';
 
 // Fixture pids near PID_MAX (4194304, the largest a pid file may hold): they are not
@@ -434,12 +435,8 @@ describe('TargetWatcher: wrap mode', () => {
 
 describe('TargetWatcher: live, with the real /proc', () => {
   let work: string;
-  let child: ChildProcess | null = null;
+  const children = childReaper();
 
-  afterEach(() => {
-    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    child = null;
-  });
   afterAll(() => {
     if (work) rmSync(work, { recursive: true, force: true });
   });
@@ -450,8 +447,7 @@ describe('TargetWatcher: live, with the real /proc', () => {
     const bin = join(work, name);
     copyFileSync('/bin/sleep', bin);
     chmodSync(bin, 0o755);
-    const c = spawn(bin, ['30'], { stdio: 'ignore' });
-    child = c;
+    const c = children.track(spawn(bin, ['30'], { stdio: 'ignore' }));
     const exited = new Promise<void>((resolve) => c.once('exit', () => resolve()));
     const events: EventBody[] = [];
     const w = new TargetWatcher({ name, pidFile: null, procRoot: '/proc', emit: (e) => events.push(e) });

@@ -10,14 +10,15 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { childReaper } from '../../test/support/children.js';
 import { waitFor } from '../../test/support/wait.js';
 
 const WRAP_SRC = fileURLToPath(new URL('../src/wrap.ts', import.meta.url));
 
 let dir: string;
 let harness: string;
-const running: ChildProcess[] = [];
+const running = childReaper();
 
 interface Report {
   code: number | null;
@@ -64,9 +65,6 @@ beforeAll(async () => {
   await build({ entryPoints: [entry], outfile: harness, bundle: true, platform: 'node', format: 'esm', target: 'node20', logLevel: 'warning' });
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-afterEach(() => {
-  for (const c of running.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
 
 interface Run {
   child: ChildProcess;
@@ -83,7 +81,7 @@ function wrap(script: string, opts: { readStdout?: boolean } = {}): Run {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, WRAP_REPORT: report },
   });
-  running.push(child);
+  running.track(child);
   const stdout: Buffer[] = [];
   const stderr: Buffer[] = [];
   if (opts.readStdout !== false) child.stdout!.on('data', (c: Buffer) => stdout.push(c));
@@ -142,7 +140,7 @@ describe('wrap mode', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, WRAP_REPORT: report },
     });
-    running.push(child);
+    running.track(child);
     const code = await new Promise((resolve) => child.once('close', resolve));
     expect(code).toBe(127);
     const rep = JSON.parse(readFileSync(report, 'utf8')) as Report;

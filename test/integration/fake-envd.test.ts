@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { childReaper } from '../support/children.js';
 import { waitFor } from '../support/wait.js';
 import { buildFakeEnvd, FAKE_ENVD_PHASES } from '../harness/fake-envd';
 
@@ -39,26 +40,15 @@ function expectedPhaseLines(port: number): string[] {
 // ---------------------------------------------------------------------------
 // Child-process bookkeeping
 
-const children: ChildProcess[] = [];
+const children = childReaper();
 const tempDirs: string[] = [];
 
 function isRunning(child: ChildProcess): boolean {
   return child.exitCode === null && child.signalCode === null;
 }
 
-async function killChild(child: ChildProcess): Promise<void> {
-  if (!isRunning(child) || child.pid === undefined) return;
-  const exited = once(child, 'exit');
-  try {
-    process.kill(child.pid, 'SIGKILL');
-  } catch {
-    return; // already gone
-  }
-  await exited;
-}
-
 afterEach(async () => {
-  await Promise.all(children.splice(0).map(killChild));
+  await children.reap(); // before their folders go
   await Promise.all(tempDirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
 });
 
@@ -79,7 +69,7 @@ function startFakeEnvd(args: string[], env: NodeJS.ProcessEnv = {}): FakeEnvd {
   const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
   if (!('NOTIFY_SOCKET' in env)) delete childEnv.NOTIFY_SOCKET;
   const child = spawn(binary, args, { env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] });
-  children.push(child);
+  children.track(child);
   let err = '';
   child.stderr!.setEncoding('utf8');
   child.stderr!.on('data', (d: string) => {
@@ -167,7 +157,7 @@ interface NotifyReceiver {
 
 async function startNotifyReceiver(socketName: string): Promise<NotifyReceiver> {
   const child = spawn('python3', ['-c', NOTIFY_RECEIVER_PY, socketName], { stdio: ['pipe', 'pipe', 'pipe'] });
-  children.push(child);
+  children.track(child);
   const rx: NotifyReceiver = { socket: socketName, datagrams: [] };
   let bound = false;
   let buf = '';
@@ -281,7 +271,7 @@ describe('fake-envd', () => {
     const deaf = spawn('python3', ['-c', 'import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1]); print("bound", flush=True); sys.stdin.read()', socket], {
       stdio: ['pipe', 'pipe', 'inherit'],
     });
-    children.push(deaf);
+    children.track(deaf);
     await once(deaf.stdout!, 'data');
     const port = await freePort();
     const t0 = Date.now();
