@@ -2,13 +2,14 @@
 // (so that the machine's other sockets cannot interfere): the fixture scripts run under
 // `unshare --net`, bring up lo, open known sockets and print the addon's answers next to what
 // the real /proc/net/tcp reader (net-tcp.ts, bundled here with esbuild) says in the same place.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { childReaper } from '../../test/support/children.js';
 
 import type { SocketCensus, TcpListener } from '../src/diag.js';
 import { TCP_STATE_NAMES, TcpState, type TcpSocketEntry } from '../src/proc/net-tcp.js';
@@ -31,19 +32,7 @@ function netnsUnavailable(): string | null {
 const skipReason = netnsUnavailable();
 if (skipReason) console.warn(`diag-netns tests skipped: ${skipReason}`);
 
-let children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children) {
-    if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) {
-      try {
-        process.kill(c.pid, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    }
-  }
-  children = [];
-});
+const children = childReaper();
 
 /** Runs a fixture in a new network namespace with lo up; resolves with its JSON line. */
 function runInNetns<T>(script: string, args: string[], timeoutMs: number): Promise<T> {
@@ -53,7 +42,7 @@ function runInNetns<T>(script: string, args: string[], timeoutMs: number): Promi
   const child = spawn('unshare', ['--net', '--', 'sh', '-c', wrapper, process.execPath, script, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  children.push(child);
+  children.track(child);
   return new Promise((resolve, reject) => {
     let stdout = '';
     let stderr = '';

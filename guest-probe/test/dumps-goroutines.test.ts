@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
+import { childReaper, waitForOutput } from '../../test/support/children.js';
 import { SigquitCapture, pprofDump, takeDump, waitForExit, type DumpContext } from '../src/dumps/index.js';
 
 const CANNED = [
@@ -22,21 +23,12 @@ const REGS_AMD64 = 'rax    0xca\nrbx    0x0\nrip    0x468061\nrflags 0x286\ncs  
 const REGS_ARM64 = 'r0      0x4e3a28\nr29     0xffffd0a8\nlr      0x43c1a0\nsp      0xffffd0a0\npc      0x46a3c4\nfault   0x0\n';
 
 const servers: http.Server[] = [];
-const children: ChildProcess[] = [];
+const children = childReaper();
 
 afterEach(async () => {
   for (const s of servers.splice(0)) {
     s.closeAllConnections();
     await new Promise((r) => s.close(r));
-  }
-  for (const c of children.splice(0)) {
-    if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) {
-      try {
-        process.kill(c.pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
   }
 });
 
@@ -237,30 +229,14 @@ function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: Nod
   });
 }
 
-function waitForOutput(stream: NodeJS.ReadableStream, text: string, timeoutMs = 10_000): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`no "${text}" within ${timeoutMs} ms; got: ${seen}`)), timeoutMs);
-    const on = (c: Buffer) => {
-      seen += c.toString();
-      if (seen.includes(text)) {
-        clearTimeout(timer);
-        stream.removeListener('data', on);
-        resolve();
-      }
-    };
-    stream.on('data', on);
-  });
-}
-
 async function hungFakeEnvd(): Promise<ChildProcess> {
   const bin = await buildFakeEnvd();
   const child = spawn(bin, ['-addr', '127.0.0.1', '-port', '0', '-hang-in', 'cgroup-manager', '-no-notify'], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, GOTRACEBACK: 'all' },
   });
-  children.push(child);
-  await waitForOutput(child.stderr!, 'creating cgroup manager');
+  children.track(child);
+  await waitForOutput(child, 'stderr', 'creating cgroup manager');
   return child;
 }
 
@@ -269,8 +245,8 @@ async function quitIgnorer(): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['-e', "process.on('SIGQUIT', () => console.error('ignored SIGQUIT')); console.log('ready'); setInterval(() => {}, 1000);"], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  children.push(child);
-  await waitForOutput(child.stdout!, 'ready');
+  children.track(child);
+  await waitForOutput(child, 'stdout', 'ready');
   return child;
 }
 

@@ -2,11 +2,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../test/support/wait.js';
+import { childReaper } from '../../test/support/children.js';
 import { NATIVE_NOT_AVAILABLE, SigquitCapture, nativeDump, takeDump, waitForExit, which, type DumpContext } from '../src/dumps/index.js';
 
 let root: string;
-const children: ChildProcess[] = [];
+const children = childReaper();
 
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'dumps-native-'));
@@ -14,30 +16,19 @@ beforeAll(() => {
 afterAll(() => {
   rmSync(root, { recursive: true, force: true });
 });
-afterEach(() => {
-  for (const c of children.splice(0)) {
-    if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) {
-      try {
-        process.kill(c.pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
-  }
-});
 
 function sleeper(): ChildProcess {
   const c = spawn('sleep', ['60'], { stdio: 'ignore' });
-  children.push(c);
+  children.track(c);
   return c;
 }
 
 /** Until the child has exec'd sleep and sleeps in it. */
 async function sleeping(c: ChildProcess): Promise<void> {
-  for (let i = 0; i < 250; i++) {
-    if (readFileSync(`/proc/${c.pid}/comm`, 'utf8') === 'sleep\n' && stateOf(c.pid!) === 'S') return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor('the child to sleep in sleep', () => readFileSync(`/proc/${c.pid}/comm`, 'utf8') === 'sleep\n' && stateOf(c.pid!) === 'S', {
+    timeoutMs: 5000,
+    intervalMs: 20,
+  });
 }
 
 /** A folder holding executable scripts `name` → body, to stand in for gdb / eu-stack. */

@@ -1,9 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
+import { fakeProcTree, statLine } from '../../test/support/fake-proc.js';
+import { childReaper, waitForOutput } from '../../test/support/children.js';
 import {
   NoSuchProcessError,
   TARGET_EXITED_LINE,
@@ -15,14 +17,9 @@ import {
 
 let root: string;
 
-/** A stat line with all 52 fields; `fields` overrides by proc(5) field number. */
-function statLine(pid: number, comm: string, fields: Record<number, string | number> = {}): string {
-  const parts: string[] = [];
-  for (let f = 3; f <= 52; f++) {
-    parts.push(String(fields[f] ?? (f === 3 ? 'S' : f === 20 ? 1 : f === 22 ? 12345 : 0)));
-  }
-  return `${pid} (${comm}) ${parts.join(' ')}\n`;
-}
+/** A stat line; unless set, one thread (field 20) started at tick 12345 (field 22). */
+const stat = (pid: number, comm: string, fields: Record<number, string | number> = {}) =>
+  statLine(pid, comm, { 20: 1, 22: 12345, ...fields });
 
 interface FakeTask {
   comm: string;
@@ -34,39 +31,23 @@ interface FakeTask {
 
 /** Writes a fake /proc/<pid> with the given tasks into a fresh folder; returns the procRoot. */
 function fakeProc(pid: number, comm: string, tasks: Record<number, FakeTask | null>, leader: Record<number, string | number> = {}): string {
-  const dir = mkdtempSync(join(root, 'p-'));
-  mkdirSync(join(dir, String(pid), 'task'), { recursive: true });
-  writeFileSync(join(dir, String(pid), 'stat'), statLine(pid, comm, { 20: Object.keys(tasks).length, ...leader }));
+  const proc = fakeProcTree(root, { [`${pid}/stat`]: stat(pid, comm, { 20: Object.keys(tasks).length, ...leader }) }).mkdir(`${pid}/task`);
   for (const [tid, t] of Object.entries(tasks)) {
-    const base = join(dir, String(pid), 'task', tid);
-    mkdirSync(base);
+    const task = `${pid}/task/${tid}`;
+    proc.mkdir(task);
     if (!t) continue; // an empty folder: a task that ended while we look
-    writeFileSync(join(base, 'stat'), statLine(Number(tid), t.comm, { 3: t.state }));
-    if (t.wchan !== undefined) writeFileSync(join(base, 'wchan'), t.wchan);
-    if (t.syscall !== undefined) writeFileSync(join(base, 'syscall'), t.syscall);
-    if (t.stack !== undefined) writeFileSync(join(base, 'stack'), t.stack);
+    proc.write({ stat: stat(Number(tid), t.comm, { 3: t.state }), wchan: t.wchan, syscall: t.syscall, stack: t.stack }, task);
   }
-  return dir;
+  return proc.root;
 }
 
-const children: ChildProcess[] = [];
+const children = childReaper();
 
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'dumps-threads-'));
 });
 afterAll(() => {
   rmSync(root, { recursive: true, force: true });
-});
-afterEach(() => {
-  for (const c of children.splice(0)) {
-    if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) {
-      try {
-        process.kill(c.pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
-  }
 });
 
 describe('threadsDump text format (fixture procRoot)', () => {
@@ -162,7 +143,7 @@ describe('threadsDump text format (fixture procRoot)', () => {
       afterTask: (tid) => {
         if (tid !== 70) return;
         // What the kernel shows once the process exited but was not reaped yet.
-        writeFileSync(join(procRoot, '70', 'stat'), statLine(70, 'envd', { 3: 'Z', 20: 1 }));
+        writeFileSync(join(procRoot, '70', 'stat'), stat(70, 'envd', { 3: 'Z', 20: 1 }));
         for (let t = 71; t < 74; t++) rmSync(join(procRoot, '70', 'task', String(t)), { recursive: true });
       },
     });
@@ -219,8 +200,8 @@ describe('threadsDump on real processes', () => {
     const child = spawn(bin, ['-addr', '127.0.0.1', '-port', '0', '-hang-in', 'cgroup-manager', '-no-notify'], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
-    children.push(child);
-    await waitForOutput(child, 'creating cgroup manager');
+    children.track(child);
+    await waitForOutput(child, 'stderr', 'creating cgroup manager');
     await new Promise((r) => setTimeout(r, 200)); // let every thread settle into its wait
     const d = threadsDump(child.pid!);
     expect(d.complete).toBe(true);
@@ -236,8 +217,8 @@ describe('threadsDump on real processes', () => {
     const child = spawn(bin, ['-addr', '127.0.0.1', '-port', '0', '-hang-in', 'cgroup-manager', '-no-notify'], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
-    children.push(child);
-    await waitForOutput(child, 'creating cgroup manager');
+    children.track(child);
+    await waitForOutput(child, 'stderr', 'creating cgroup manager');
     const pid = child.pid!;
     const before = threadsDump(pid);
     expect(before.tasks).toBeGreaterThanOrEqual(3);
@@ -264,18 +245,3 @@ describe('threadsDump on real processes', () => {
     await waitForExit(pid);
   });
 });
-
-function waitForOutput(child: ChildProcess, text: string, timeoutMs = 10_000): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`no "${text}" within ${timeoutMs} ms; got: ${seen}`)), timeoutMs);
-    child.stderr!.on('data', (c: Buffer) => {
-      seen += c.toString();
-      if (seen.includes(text)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code, sig) => reject(new Error(`exited (${sig ?? code}) before "${text}": ${seen}`)));
-  });
-}

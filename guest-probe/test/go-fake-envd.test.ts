@@ -7,6 +7,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../test/support/wait.js';
+import { childReaper } from '../../test/support/children.js';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
 import { readGoroutines } from '../src/dumps/go/index.js';
 import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from './go-binaries.js';
@@ -14,22 +16,14 @@ import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from './g
 const STORM = 20;
 let binary = '';
 let tmp = '';
-const children: ChildProcess[] = [];
+const children = childReaper({ after: 'all' });
 
 function run(args: string[]): { child: ChildProcess; stderr: () => string; exited: Promise<void> } {
   const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, GOTRACEBACK: 'all' } });
-  children.push(child);
+  children.track(child);
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
   return { child, stderr: () => err, exited: new Promise((r) => child.once('exit', () => r())) };
-}
-
-async function until(what: string, cond: () => boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 function state(pid: number): string {
@@ -42,9 +36,9 @@ async function hungEnvd(extra: string[] = []) {
   const mmdsPort = await freePort();
   const ready = path.join(tmp, `mmds-${mmdsPort}`);
   run(['-serve-mmds', `127.0.0.1:${mmdsPort}`, '-mmds-reply', '404', '-ready-file', ready]);
-  await until('the fake MMDS', () => existsSync(ready));
+  await waitFor('the fake MMDS', () => existsSync(ready), { timeoutMs: 30_000 });
   const envd = run(['-addr', '127.0.0.1', '-port', '0', '-no-notify', '-mmds-addr', `127.0.0.1:${mmdsPort}`, '-mmds-storm', String(STORM), '-hang-in', 'cgroup-manager', ...extra]);
-  await until('the hang', () => envd.stderr().includes('creating cgroup manager'));
+  await waitFor('the hang', () => envd.stderr().includes('creating cgroup manager'), { timeoutMs: 30_000 });
   return envd;
 }
 
@@ -53,8 +47,8 @@ beforeAll(async () => {
   tmp = mkdtempSync(path.join(os.tmpdir(), 'go-fake-envd-'));
 }, 320_000);
 
-afterAll(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+afterAll(async () => {
+  await children.reap(); // before their folder goes
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -66,7 +60,7 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const paused = readGoroutines(pid, { pause: true });
     expect(paused.complete).toBe(true);
     expect(paused.pausedMs).toBeGreaterThan(0);
-    await until('the target to run again', () => state(pid) !== 'T');
+    await waitFor('the target to run again', () => state(pid) !== 'T', { timeoutMs: 30_000 });
     const r = readGoroutines(pid);
     expect(r.goVersion).toMatch(/^go1\.19\./);
 
@@ -88,7 +82,7 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     // Still running: not stopped, and the storm goes on (its threads use CPU).
     const cpu = () => readFileSync(`/proc/${pid}/stat`, 'latin1').split(') ')[1]!.split(' ').slice(11, 13).map(Number).reduce((a, b) => a + b, 0);
     const before = cpu();
-    await until('the storm to keep polling', () => cpu() > before, 20_000);
+    await waitFor('the storm to keep polling', () => cpu() > before, { timeoutMs: 20_000 });
     expect(state(pid)).not.toBe('T');
 
     // The same goroutines as the target's own dump; the parked ones byte for byte.
@@ -122,7 +116,7 @@ describe('fake envd (stripped, Debian go1.19)', () => {
   it('reads 10,000 goroutines quickly', async () => {
     const envd = await hungEnvd(['-idle-goroutines', '10000']);
     const pid = envd.child.pid!;
-    await until('10,000 goroutines', () => (readGoroutines(pid).goroutines ?? 0) >= 10_000);
+    await waitFor('10,000 goroutines', () => (readGoroutines(pid).goroutines ?? 0) >= 10_000, { timeoutMs: 30_000 });
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const r = readGoroutines(pid);

@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { childReaper } from '../../test/support/children.js';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
 import { readGoroutines } from '../src/dumps/go/index.js';
 import { GO_BINARIES, type GoTestBinary, freePort, funcNames, goroutineBlocks, requireBinary, waitForHttp } from './go-binaries.js';
@@ -24,8 +25,10 @@ interface Target {
   exited: Promise<void>;
 }
 
+const children = childReaper();
 const cleanups: (() => void)[] = [];
-afterEach(() => {
+afterEach(async () => {
+  await children.reap(); // before the folders they serve go
   while (cleanups.length) cleanups.pop()?.();
 });
 
@@ -46,13 +49,10 @@ async function start(b: GoTestBinary): Promise<Target> {
   // esbuild --serve stops when its stdin closes: keep a pipe open. arm64 builds run under
   // qemu-user, whose guest memory sits at the guest's own addresses in the qemu process.
   const [cmd, argv] = b.arch === 'arm64' ? [QEMU!, [requireBinary(b), ...args]] : [requireBinary(b), args];
-  const child = spawn(cmd, argv, { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, GOTRACEBACK: 'all' } });
+  const child = children.track(spawn(cmd, argv, { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, GOTRACEBACK: 'all' } }));
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
   await waitForHttp(url);
   return { child, stderr: () => err, url, exited };
 }

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import net from 'node:net';
 import type { EventBody, EventOf } from '@vsockdiag/proto';
+import { childReaper } from '../../test/support/children.js';
 import { ListenerWatcher, pickListenerQuery, procListenerQuery, type ListenerQuery } from '../src/listener.js';
 
 // Both sources of LISTEN sockets must give the same answers.
@@ -12,7 +13,7 @@ const SOURCES: Record<string, () => ListenerQuery> = {
 let query: ListenerQuery;
 
 const servers: net.Server[] = [];
-const children: ChildProcess[] = [];
+const children = childReaper();
 
 function listenOn(port: number, host = '127.0.0.1'): Promise<net.Server> {
   return new Promise((resolve, reject) => {
@@ -51,7 +52,6 @@ function watcher(port: number, targetPid: () => number | null = () => process.pi
 }
 
 afterEach(async () => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
   for (const s of servers.splice(0)) if (s.listening) await close(s);
 });
 
@@ -162,7 +162,7 @@ describe.each(Object.keys(SOURCES))('ListenerWatcher (live, %s)', (source) => {
         'print(s.getsockname()[1], flush=True)\n' +
         'time.sleep(30)\n',
     ], { stdio: ['ignore', 'pipe', 'inherit'] });
-    children.push(py);
+    children.track(py);
     const port = await new Promise<number>((resolve, reject) => {
       py.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
       py.once('error', reject);

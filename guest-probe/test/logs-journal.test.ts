@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitFor } from '../../test/support/wait.js';
 import { JournalFollower, MAX_JOURNAL_JSON_LINE, processStartMonotonicUs } from '../src/logs/journal.js';
 
 let dir: string;
@@ -47,14 +48,6 @@ function setup(opts: { minBackoffMs?: number; maxBackoffMs?: number; sinceMonoto
   return { j, entries, logs, texts: () => entries.map((e) => e.text) };
 }
 
-async function until(cond: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
@@ -87,7 +80,7 @@ describe('JournalFollower', () => {
     log('envd startup: starting MMDS poller', 1_500_000);
     fakeJournalctl('wait');
     const { j, entries, logs } = setup();
-    await until(() => entries.length === 2);
+    await waitFor('both entries', () => entries.length === 2);
     expect(entries).toEqual([
       { text: 'envd startup: creating run directory /run/e2b\n', t: 1007 },
       { text: 'envd startup: starting MMDS poller\n', t: 1507 },
@@ -96,7 +89,7 @@ describe('JournalFollower', () => {
     const pid = j.pid!;
     expect(alive(pid)).toBe(true);
     j.close();
-    await until(() => !alive(pid));
+    await waitFor('journalctl to end', () => !alive(pid));
     expect(j.counters).toMatchObject({ starts: 1, exits: 0, entries: 2, skipped: 0, bad: 0 });
     expect(logs).toEqual([]);
   });
@@ -106,7 +99,7 @@ describe('JournalFollower', () => {
     log('envd startup: creating logger', 3_000_000);
     fakeJournalctl('wait');
     const { j, texts } = setup({ sinceMonotonicUs: 2_000_000 });
-    await until(() => texts().length === 1);
+    await waitFor("the line after the probe's start", () => texts().length === 1);
     expect(texts()).toEqual(['envd startup: creating logger\n']);
     expect(j.counters.skipped).toBe(1);
   });
@@ -123,13 +116,13 @@ describe('JournalFollower', () => {
     log('line 2', 2_000);
     fakeJournalctl('exit');
     const { j, texts, logs } = setup({ minBackoffMs: 300, maxBackoffMs: 300 });
-    await until(() => texts().length === 2);
+    await waitFor('lines 1 and 2', () => texts().length === 2);
     // Logged while journalctl is down: the restarted one must deliver these, once.
     log('line 3', 3_000);
     const last = log('line 4', 4_000);
-    await until(() => texts().length >= 4);
+    await waitFor('lines 3 and 4', () => texts().length >= 4);
     // The run after the one that delivered line 4 starts after its cursor.
-    await until(() => argRuns().some((r) => r.includes(`--after-cursor=${last}`)));
+    await waitFor('a run after the cursor of line 4', () => argRuns().some((r) => r.includes(`--after-cursor=${last}`)));
     expect(texts()).toEqual(['line 1\n', 'line 2\n', 'line 3\n', 'line 4\n']);
     const runs = argRuns();
     expect(runs[0]).not.toContain('--after-cursor');
@@ -142,7 +135,7 @@ describe('JournalFollower', () => {
     log('whole', 1_000);
     fakeJournalctl('cut');
     const { j, texts } = setup({ minBackoffMs: 50, maxBackoffMs: 50 });
-    await until(() => j.counters.starts >= 3);
+    await waitFor('3 journalctl starts', () => j.counters.starts >= 3);
     j.close();
     expect(texts().every((t) => t === 'whole\n')).toBe(true);
     expect(texts().length).toBe(1);
@@ -158,7 +151,7 @@ describe('JournalFollower', () => {
     log('after', 3_000);
     fakeJournalctl('wait');
     const { j, entries } = setup();
-    await until(() => entries.length === 3);
+    await waitFor('the 3 good entries', () => entries.length === 3);
     expect(entries.map((e) => e.text)).toEqual([Buffer.from([0x67, 0x6f, 0xff, 0x0a, 0x78, 0x0a]).toString('utf8'), 'first\nsecond\n', 'after\n']);
     expect(j.counters.bad).toBe(3);
   });
@@ -167,7 +160,7 @@ describe('JournalFollower', () => {
     fakeJournalctl('exit');
     const { j } = setup({ minBackoffMs: 40, maxBackoffMs: 160 });
     const t0 = performance.now();
-    await until(() => j.counters.starts >= 5);
+    await waitFor('5 journalctl starts', () => j.counters.starts >= 5);
     const elapsed = performance.now() - t0;
     // delays 40 + 80 + 160 + 160 before the fifth start
     expect(elapsed).toBeGreaterThanOrEqual(440 - 20);
@@ -181,7 +174,7 @@ describe('JournalFollower', () => {
     process.env.PATH = bin; // empty: no journalctl anywhere
     const { j, entries, logs } = setup({ minBackoffMs: 10, maxBackoffMs: 20 });
     process.env.PATH = `${bin}:${savedPath ?? ''}`;
-    await until(() => logs.length > 0);
+    await waitFor('the not-found log', () => logs.length > 0);
     await new Promise((r) => setTimeout(r, 200));
     expect(logs).toEqual(['journalctl not found: not following the journal of envd']);
     expect(j.counters.starts).toBe(1);

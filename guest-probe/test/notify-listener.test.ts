@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MAX_NOTIFY_DATAGRAM } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../test/support/wait.js';
 
 import { loadNative } from '../src/native.js';
 import { NotifyListener } from '../src/notify/listener.js';
@@ -73,14 +74,6 @@ async function pySend(target: string, payloads: Payload[], env: NodeJS.ProcessEn
   return Number(r.stdout.trim());
 }
 
-async function waitFor(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 function collect(l: NotifyListener): { msg: NotifyMessage; pid: number }[] {
   const got: { msg: NotifyMessage; pid: number }[] = [];
   l.on('message', (msg, pid) => got.push({ msg, pid }));
@@ -115,7 +108,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const got = collect(l);
 
     const pid = await pySend(sock, ['READY=1\nSTATUS=up\nPHASE=init\nX_EXTRA=1', '', 'bad line\nlower=1\nSTOPPING=1\n']);
-    await waitFor(() => got.length === 3, '3 messages');
+    await waitFor('3 messages', () => got.length === 3, { timeoutMs: 5000 });
 
     expect(pid).toBeGreaterThan(0);
     expect(got.map((g) => g.pid)).toEqual([pid, pid, pid]);
@@ -146,7 +139,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     expect(r.code).toBe(0);
     expect(Date.now() - t0).toBeLessThan(4000);
 
-    await waitFor(() => got.some((g) => g.msg.ready), 'READY=1 from systemd-notify');
+    await waitFor('READY=1 from systemd-notify', () => got.some((g) => g.msg.ready), { timeoutMs: 5000 });
     const main = got.find((g) => g.msg.ready);
     expect(main?.msg.fields).toMatchObject({ READY: '1', STATUS: 'warming up', PHASE: 'envd-start', X_PROBE: '7' });
     expect(main?.msg.phase).toBe('envd-start');
@@ -160,7 +153,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const got = collect(l);
 
     await pySend(sock, [`STATUS=${'x'.repeat(4993)}`, 'READY=1']);
-    await waitFor(() => l.counters.received === 2, '2 datagrams');
+    await waitFor('2 datagrams', () => l.counters.received === 2, { timeoutMs: 5000 });
 
     expect(got).toHaveLength(1);
     expect(got[0]?.msg.ready).toBe(true);
@@ -177,7 +170,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
         { fill: 0x41, count: MAX_NOTIFY_DATAGRAM + 1 },
         { fill: 0x41, count: 70000 },
       ]);
-      await waitFor(() => seen.length === 3, '3 datagrams');
+      await waitFor('3 datagrams', () => seen.length === 3, { timeoutMs: 5000 });
       expect(seen).toEqual([
         [MAX_NOTIFY_DATAGRAM, pid, false],
         [MAX_NOTIFY_DATAGRAM, pid, true],
@@ -195,7 +188,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     expect(existsSync(name)).toBe(false);
 
     const pid = await pySend(name, ['READY=1']);
-    await waitFor(() => got.length === 1, 'message');
+    await waitFor('message', () => got.length === 1, { timeoutMs: 5000 });
     expect(got[0]?.pid).toBe(pid);
 
     // A second bind of the same abstract name fails; after close() it can be bound again.
@@ -220,7 +213,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     expect(err?.message).toBe(`notify socket ${sock}: Address already in use`);
 
     await pySend(sock, ['READY=1']);
-    await waitFor(() => got.length === 1, 'message to the first listener');
+    await waitFor('message to the first listener', () => got.length === 1, { timeoutMs: 5000 });
   });
 
   it('replaces a stale socket file but never a regular file', async () => {
@@ -231,7 +224,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const l = listen(stale);
     const got = collect(l);
     await pySend(stale, ['READY=1']);
-    await waitFor(() => got.length === 1, 'message on the rebound path');
+    await waitFor('message on the rebound path', () => got.length === 1, { timeoutMs: 5000 });
 
     const regular = path.join(d, 'regular');
     writeFileSync(regular, 'keep me');
@@ -272,7 +265,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const again = listen(sock);
     const got = collect(again);
     await pySend(sock, ['READY=1']);
-    await waitFor(() => got.length === 1, 'message after re-bind');
+    await waitFor('message after re-bind', () => got.length === 1, { timeoutMs: 5000 });
   });
 
   it('does not keep file descriptors passed with SCM_RIGHTS', async () => {
@@ -283,7 +276,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     const got = collect(l);
 
     await pySend(path.join(d, 'notify'), ['READY=1', 'STATUS=two'], { SEND_FDS: marker });
-    await waitFor(() => got.length === 2, '2 messages');
+    await waitFor('2 messages', () => got.length === 2, { timeoutMs: 5000 });
     expect(got[1]?.msg.status).toBe('two');
 
     const leaked = readdirSync('/proc/self/fd').filter((fd) => {

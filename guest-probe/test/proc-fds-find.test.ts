@@ -1,9 +1,11 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, openSync, closeSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, openSync, closeSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { FakeProcTree } from '../../test/support/fake-proc.js';
+import { childReaper } from '../../test/support/children.js';
 import { countFds, findSocketOwner, listPids } from '../src/proc/fds.js';
 import { findProcessByName, readPidFile } from '../src/proc/find.js';
 import { readPidStat } from '../src/proc/stat.js';
@@ -11,42 +13,23 @@ import { readPidStat } from '../src/proc/stat.js';
 let root: string;
 let work: string;
 
-interface FakeProc {
-  comm: string;
-  cmdline?: string[];
-  start: number;
-  fds?: string[];
-}
-
-/** Writes a fixture process under root: comm, cmdline (NUL-separated), stat, fd/ links. */
-function fakeProc(pid: number, p: FakeProc): void {
-  const dir = join(root, String(pid));
-  mkdirSync(join(dir, 'fd'), { recursive: true });
-  writeFileSync(join(dir, 'comm'), `${p.comm}\n`);
-  writeFileSync(join(dir, 'cmdline'), p.cmdline ? p.cmdline.map((a) => `${a}\0`).join('') : '');
-  const fields: string[] = [];
-  for (let f = 3; f <= 52; f++) fields.push(f === 3 ? 'S' : f === 22 ? String(p.start) : '0');
-  writeFileSync(join(dir, 'stat'), `${pid} (${p.comm}) ${fields.join(' ')}\n`);
-  (p.fds ?? []).forEach((target, fd) => symlinkSync(target, join(dir, 'fd', String(fd))));
-}
-
 beforeAll(() => {
-  root = mkdtempSync(join(tmpdir(), 'proc-find-'));
+  const proc = new FakeProcTree(mkdtempSync(join(tmpdir(), 'proc-find-')));
+  root = proc.root;
   work = mkdtempSync(join(tmpdir(), 'proc-find-work-'));
-  // Fixture pids are above PID_MAX so they never equal process.pid.
-  fakeProc(9000001, { comm: 'envd', cmdline: ['/usr/bin/envd', '--port', '49983'], start: 500, fds: ['/dev/null', 'socket:[111]'] });
-  fakeProc(9000002, { comm: 'envd', cmdline: ['/usr/bin/envd'], start: 300, fds: ['socket:[222]', 'pipe:[5]', 'socket:[2222]'] });
-  fakeProc(9000003, { comm: 'envd', start: 100 }); // kernel thread / zombie: empty cmdline
-  fakeProc(9000004, { comm: 'envd', cmdline: ['/bin/other', 'x'], start: 50 }); // comm matches, argv0 does not
-  fakeProc(9000005, { comm: 'a-very-long-nam', cmdline: ['/opt/a-very-long-name-indeed'], start: 900 });
-  fakeProc(9000006, { comm: 'a-very-long-nam', cmdline: ['/opt/a-very-long-name-other'], start: 10 });
-  fakeProc(9000007, { comm: 'envdx', cmdline: ['envdx'], start: 1 });
-  fakeProc(9000008, { comm: 'solo', cmdline: ['renamed: worker process'], start: 70 }); // argv rewritten
-  fakeProc(9000009, { comm: 'twin', cmdline: ['twin'], start: 70 });
-  fakeProc(9000010, { comm: 'twin', cmdline: ['./twin'], start: 70 });
-  mkdirSync(join(root, 'self'));
-  mkdirSync(join(root, 'sys'));
-  writeFileSync(join(root, 'uptime'), '1.00 1.00\n');
+  // Fixture pids are above PID_MAX so they never equal process.pid. Stat field 22 is the
+  // start time.
+  proc.process(9000001, { comm: 'envd', cmdline: ['/usr/bin/envd', '--port', '49983'], stat: { 22: 500 }, fds: ['/dev/null', 'socket:[111]'] });
+  proc.process(9000002, { comm: 'envd', cmdline: ['/usr/bin/envd'], stat: { 22: 300 }, fds: ['socket:[222]', 'pipe:[5]', 'socket:[2222]'] });
+  proc.process(9000003, { comm: 'envd', stat: { 22: 100 } }); // kernel thread / zombie: empty cmdline
+  proc.process(9000004, { comm: 'envd', cmdline: ['/bin/other', 'x'], stat: { 22: 50 } }); // comm matches, argv0 does not
+  proc.process(9000005, { comm: 'a-very-long-nam', cmdline: ['/opt/a-very-long-name-indeed'], stat: { 22: 900 } });
+  proc.process(9000006, { comm: 'a-very-long-nam', cmdline: ['/opt/a-very-long-name-other'], stat: { 22: 10 } });
+  proc.process(9000007, { comm: 'envdx', cmdline: ['envdx'], stat: { 22: 1 } });
+  proc.process(9000008, { comm: 'solo', cmdline: ['renamed: worker process'], stat: { 22: 70 } }); // argv rewritten
+  proc.process(9000009, { comm: 'twin', cmdline: ['twin'], stat: { 22: 70 } });
+  proc.process(9000010, { comm: 'twin', cmdline: ['./twin'], stat: { 22: 70 } });
+  proc.mkdir('self').mkdir('sys').write({ uptime: '1.00 1.00\n' });
 });
 
 afterAll(() => {
@@ -128,20 +111,7 @@ describe('fixtures', () => {
 });
 
 describe('live /proc', () => {
-  const children: ChildProcess[] = [];
-
-  afterEach(async () => {
-    await Promise.all(
-      children.splice(0).map(
-        (c) =>
-          new Promise<void>((resolve) => {
-            if (c.exitCode !== null || c.signalCode !== null) return resolve();
-            c.once('exit', () => resolve());
-            c.kill('SIGKILL');
-          }),
-      ),
-    );
-  });
+  const children = childReaper();
 
   async function start(name: string): Promise<ChildProcess> {
     const bin = join(work, name);
@@ -155,7 +125,7 @@ describe('live /proc', () => {
         child.once('error', resolve);
       });
       if (err === null) {
-        children.push(child);
+        children.track(child);
         return child;
       }
       if (err.code !== 'ETXTBSY' || attempt >= 5) throw err;

@@ -1,9 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fakeProcTree } from '../../test/support/fake-proc.js';
 import { readTcpSockets, TCP_STATE_NAMES, TcpState } from '../src/proc/net-tcp.js';
 import { findSocketOwner } from '../src/proc/fds.js';
 
@@ -37,12 +38,12 @@ function line(sl: number, local: string, lport: number, remote: string, rport: n
 
 let root: string;
 
+/** A fake /proc with net/tcp and net/tcp6, each left out when null. */
 function writeNet(tcp: string | null, tcp6: string | null): string {
-  const dir = mkdtempSync(join(root, 'ns-'));
-  mkdirSync(join(dir, 'net'));
-  if (tcp !== null) writeFileSync(join(dir, 'net', 'tcp'), tcp);
-  if (tcp6 !== null) writeFileSync(join(dir, 'net', 'tcp6'), tcp6);
-  return dir;
+  const proc = fakeProcTree(root).mkdir('net');
+  if (tcp !== null) proc.write({ 'net/tcp': tcp });
+  if (tcp6 !== null) proc.write({ 'net/tcp6': tcp6 });
+  return proc.root;
 }
 
 beforeAll(() => {

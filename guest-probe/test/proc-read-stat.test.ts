@@ -1,29 +1,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { FakeProcTree, statLine } from '../../test/support/fake-proc.js';
 import { readProcFile, readProcInto, procBuffer } from '../src/proc/read.js';
 import { CLOCK_TICKS, PAGE_SIZE, decodeExitCode, readPidStat } from '../src/proc/stat.js';
 import { readPidStatusFields } from '../src/proc/status.js';
 
+let proc: FakeProcTree;
 let root: string;
 
-/** A stat line with all 52 fields; `fields` overrides by proc(5) field number. */
-function statLine(pid: number, comm: string, fields: Record<number, string | number> = {}, count = 52): string {
-  const parts: string[] = [];
-  for (let f = 3; f <= count; f++) {
-    parts.push(String(fields[f] ?? (f === 3 ? 'S' : f === 29 ? '18446744073709551615' : f * 3)));
-  }
-  return `${pid} (${comm}) ${parts.join(' ')}\n`;
-}
-
-function writePid(pid: number, files: Record<string, string>): void {
-  mkdirSync(join(root, String(pid)), { recursive: true });
-  for (const [name, text] of Object.entries(files)) writeFileSync(join(root, String(pid), name), text);
-}
+/** A stat line whose unset fields all differ (3 × the field number), so a field read from
+ *  the wrong position shows; field 29 is a u64 beyond the exact range of a Number. */
+const stat = (pid: number, comm: string, fields: Record<number, string | number> = {}, count = 52) =>
+  statLine(pid, comm, { 29: '18446744073709551615', ...fields }, { count, fill: (f) => f * 3 });
 
 beforeAll(() => {
-  root = mkdtempSync(join(tmpdir(), 'proc-stat-'));
+  proc = new FakeProcTree(mkdtempSync(join(tmpdir(), 'proc-stat-')));
+  root = proc.root;
 });
 afterAll(() => {
   rmSync(root, { recursive: true, force: true });
@@ -71,9 +65,9 @@ describe('readProcFile', () => {
 
 describe('readPidStat (fixtures)', () => {
   it('parses comm with spaces and parentheses using the last ")"', () => {
-    writePid(9000001, {
-      stat: statLine(9000001, '(weird) name)', { 4: 42, 14: 1234, 15: 56, 20: 7, 22: 987654321, 24: 2048, 52: 0 }),
-    });
+    proc.write({
+      stat: stat(9000001, '(weird) name)', { 4: 42, 14: 1234, 15: 56, 20: 7, 22: 987654321, 24: 2048, 52: 0 }),
+    }, 9000001);
     expect(readPidStat(9000001, root)).toEqual({
       pid: 9000001,
       comm: '(weird) name)',
@@ -89,7 +83,7 @@ describe('readPidStat (fixtures)', () => {
   });
 
   it('handles comm that looks like more fields', () => {
-    writePid(9000002, { stat: statLine(9000002, 'a) R 1 2 3 (b', { 3: 'R', 4: 9 }) });
+    proc.write({ stat: stat(9000002, 'a) R 1 2 3 (b', { 3: 'R', 4: 9 }) }, 9000002);
     const st = readPidStat(9000002, root);
     expect(st?.comm).toBe('a) R 1 2 3 (b');
     expect(st?.state).toBe('R');
@@ -97,7 +91,7 @@ describe('readPidStat (fixtures)', () => {
   });
 
   it('reads a zombie exit code (field 52)', () => {
-    writePid(9000003, { stat: statLine(9000003, 'dead', { 3: 'Z', 20: 1, 24: 0, 52: 3 << 8 }) });
+    proc.write({ stat: stat(9000003, 'dead', { 3: 'Z', 20: 1, 24: 0, 52: 3 << 8 }) }, 9000003);
     const st = readPidStat(9000003, root);
     expect(st?.state).toBe('Z');
     expect(st?.exitCode).toBe(768);
@@ -106,7 +100,7 @@ describe('readPidStat (fixtures)', () => {
   });
 
   it('gives exitCode null on an old kernel without field 52', () => {
-    writePid(9000004, { stat: statLine(9000004, 'old', {}, 44) });
+    proc.write({ stat: stat(9000004, 'old', {}, 44) }, 9000004);
     const st = readPidStat(9000004, root);
     expect(st).not.toBeNull();
     expect(st?.exitCode).toBeNull();
@@ -115,24 +109,24 @@ describe('readPidStat (fixtures)', () => {
 
   it('returns null for a gone process and for malformed stat', () => {
     expect(readPidStat(9000099, root)).toBeNull();
-    writePid(9000005, { stat: '9000005 (no close paren S 1 2 3\n' });
+    proc.write({ stat: '9000005 (no close paren S 1 2 3\n' }, 9000005);
     expect(readPidStat(9000005, root)).toBeNull();
-    writePid(9000006, { stat: '9000006 (short) S 1 2\n' });
+    proc.write({ stat: '9000006 (short) S 1 2\n' }, 9000006);
     expect(readPidStat(9000006, root)).toBeNull();
-    writePid(9000007, { stat: statLine(9000007, 'junk', { 14: 'x1' }) });
+    proc.write({ stat: stat(9000007, 'junk', { 14: 'x1' }) }, 9000007);
     expect(readPidStat(9000007, root)).toBeNull();
-    writePid(9000008, { stat: '' });
+    proc.write({ stat: '' }, 9000008);
     expect(readPidStat(9000008, root)).toBeNull();
   });
 });
 
 describe('readPidStatusFields (fixtures)', () => {
   it('reads VmRSS, RssAnon, RssFile and Threads', () => {
-    writePid(9000010, {
+    proc.write({
       status:
         'Name:\tx\nState:\tS (sleeping)\nVmPeak:\t  3060 kB\nVmRSS:\t    1616 kB\n' +
         'RssAnon:\t     112 kB\nRssFile:\t    1504 kB\nRssShmem:\t       0 kB\nThreads:\t3\nSigQ:\t0/1\n',
-    });
+    }, 9000010);
     expect(readPidStatusFields(9000010, root)).toEqual({
       vmRssKb: 1616,
       rssAnonKb: 112,
@@ -142,7 +136,7 @@ describe('readPidStatusFields (fixtures)', () => {
   });
 
   it('gives nulls for a zombie (no Vm lines) and null when gone', () => {
-    writePid(9000011, { status: 'Name:\tz\nState:\tZ (zombie)\nThreads:\t1\n' });
+    proc.write({ status: 'Name:\tz\nState:\tZ (zombie)\nThreads:\t1\n' }, 9000011);
     expect(readPidStatusFields(9000011, root)).toEqual({
       vmRssKb: null,
       rssAnonKb: null,

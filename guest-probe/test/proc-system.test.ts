@@ -1,20 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, totalmem, tmpdir, uptime } from 'node:os';
 import { join } from 'node:path';
+import { fakeProcTree } from '../../test/support/fake-proc.js';
 import { readBootId, readLoadAvg, readMemInfo, readSockstat, readUptimeMs } from '../src/proc/system.js';
 import * as proc from '../src/proc/index.js';
 
 let root: string;
 
-function tree(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(root, 't-'));
-  for (const [rel, text] of Object.entries(files)) {
-    mkdirSync(join(dir, rel, '..'), { recursive: true });
-    writeFileSync(join(dir, rel), text);
-  }
-  return dir;
-}
+const tree = (files: Record<string, string>) => fakeProcTree(root, files).root;
 
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'proc-sys-'));

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import type { EventBody } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { fakeProcTree } from '../../test/support/fake-proc.js';
 import type { SocketCensus } from '../src/diag.js';
 import { CENSUS_EVERY_MS, SocketWatcher } from '../src/sockets.js';
 
@@ -12,16 +12,13 @@ afterEach(() => {
 });
 
 function procWith(inuse: number, tw: number): { root: string; set: (inuse: number, tw: number) => void } {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-sock-'));
-  dirs.push(root);
-  fs.mkdirSync(path.join(root, 'net'));
-  const set = (i: number, t: number) =>
-    fs.writeFileSync(
-      path.join(root, 'net/sockstat'),
-      `sockets: used 10\nTCP: inuse ${i} orphan 0 tw ${t} alloc ${i} mem 1\nUDP: inuse 0 mem 0\n`,
-    );
+  const proc = fakeProcTree(os.tmpdir());
+  dirs.push(proc.root);
+  const set = (i: number, t: number) => {
+    proc.write({ 'net/sockstat': `sockets: used 10\nTCP: inuse ${i} orphan 0 tw ${t} alloc ${i} mem 1\nUDP: inuse 0 mem 0\n` });
+  };
   set(inuse, tw);
-  return { root, set };
+  return { root: proc.root, set };
 }
 
 function census(count: number): SocketCensus {

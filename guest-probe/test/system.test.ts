@@ -1,20 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventSchema, type EventBody } from '@vsockdiag/proto';
+import { fakeProcTree } from '../../test/support/fake-proc.js';
 import { SYSTEM_EVERY_MS, SystemSampler, UNKNOWN_BOOT_ID, readSystem, type SystemEvent } from '../src/system.js';
 
 let root: string;
 
-function tree(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(root, 't-'));
-  for (const [rel, text] of Object.entries(files)) {
-    mkdirSync(join(dir, rel, '..'), { recursive: true });
-    writeFileSync(join(dir, rel), text);
-  }
-  return dir;
-}
+const tree = (files: Record<string, string>) => fakeProcTree(root, files).root;
 
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'system-'));

@@ -1,10 +1,13 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { EventBody } from '@vsockdiag/proto';
+import { FakeProcTree } from '../../test/support/fake-proc.js';
+import { waitFor } from '../../test/support/wait.js';
+import { childReaper } from '../../test/support/children.js';
 import { SAMPLE_KEEPALIVE_MS, TargetWatcher } from '../src/target.js';
 
 // Fixture pids near PID_MAX (4194304, the largest a pid file may hold): they are not
@@ -28,31 +31,27 @@ interface FakeProc {
   fds?: number;
 }
 
+let proc: FakeProcTree;
 let root: string;
 
+/** Writes (or rewrites) a process in the fixture tree, from the stat fields TargetWatcher reads. */
 function writeProc(pid: number, p: FakeProc): void {
-  const dir = join(root, String(pid));
-  rmSync(join(dir, 'fd'), { recursive: true, force: true });
-  mkdirSync(join(dir, 'fd'), { recursive: true });
-  writeFileSync(join(dir, 'comm'), `${p.comm}\n`);
-  writeFileSync(join(dir, 'cmdline'), (p.cmdline ?? [`/usr/bin/${p.comm}`]).map((a) => `${a}\0`).join(''));
-  const values: Record<number, string | number> = {
-    3: p.state ?? 'S',
-    4: 1,
-    14: p.utime ?? 0,
-    15: p.stime ?? 0,
-    20: p.threads ?? 1,
-    22: p.start ?? 100,
-    24: p.rss ?? 0,
-    52: p.exitStatus ?? 0,
-  };
-  const fields: string[] = [];
-  for (let f = 3; f <= 52; f++) fields.push(String(values[f] ?? 0));
-  writeFileSync(join(dir, 'stat'), `${pid} (${p.comm}) ${fields.join(' ')}\n`);
-  for (let fd = 0; fd < (p.fds ?? 0); fd++) writeFileSync(join(dir, 'fd', String(fd)), '');
+  proc.process(pid, {
+    comm: p.comm,
+    cmdline: p.cmdline ?? [`/usr/bin/${p.comm}`],
+    stat: {
+      3: p.state ?? 'S',
+      4: 1,
+      14: p.utime ?? 0,
+      15: p.stime ?? 0,
+      20: p.threads ?? 1,
+      22: p.start ?? 100,
+      24: p.rss ?? 0,
+      52: p.exitStatus ?? 0,
+    },
+    fds: Array.from({ length: p.fds ?? 0 }, () => '/dev/null'),
+  });
 }
-
-const removeProc = (pid: number) => rmSync(join(root, String(pid)), { recursive: true, force: true });
 
 /** A watcher on the fixture tree with a controllable clock, collecting what it emits. */
 function watcher(opts: { name?: string; pidFile?: string | null; procRoot?: string } = {}) {
@@ -78,7 +77,8 @@ function watcher(opts: { name?: string; pidFile?: string | null; procRoot?: stri
 const kinds = (events: EventBody[]) => events.map((e) => e.kind);
 
 beforeEach(() => {
-  root = mkdtempSync(join(tmpdir(), 'vd-target-proc-'));
+  proc = new FakeProcTree(mkdtempSync(join(tmpdir(), 'vd-target-proc-')));
+  root = proc.root;
 });
 afterEach(() => {
   rmSync(root, { recursive: true, force: true });
@@ -143,7 +143,7 @@ describe('TargetWatcher: finding by name', () => {
 
   it('omits cmdline when it is empty', () => {
     writeProc(PID, { comm: 'envd' });
-    writeFileSync(join(root, String(PID), 'cmdline'), '');
+    proc.write({ cmdline: '' }, PID);
     const { w, events } = watcher();
     w.hint(PID); // a scan skips empty cmdlines (kernel threads); a hint does not
     expect(w.pid).toBe(PID);
@@ -193,7 +193,7 @@ describe('TargetWatcher: exit', () => {
     writeProc(PID, { comm: 'envd' });
     const { w, tickAt } = watcher();
     tickAt(0);
-    removeProc(PID);
+    proc.remove(PID);
     const out = tickAt(40);
     expect(out).toEqual([{ kind: 'target.exit', pid: PID }]);
     expect(w.pid).toBeNull();
@@ -210,7 +210,7 @@ describe('TargetWatcher: exit', () => {
     writeProc(PID, { comm: 'envd', start: 100 });
     const { tickAt } = watcher();
     tickAt(0); // the scan that found it
-    removeProc(PID);
+    proc.remove(PID);
     writeProc(PID2, { comm: 'envd', start: 200 }); // restarted already
     expect(tickAt(40)).toEqual([{ kind: 'target.exit', pid: PID }]);
     // 41 ms after the last scan, yet it scans: the exit made a scan due.
@@ -307,7 +307,7 @@ describe('TargetWatcher: pid file', () => {
     expect(kinds(tickAt(200))).toEqual(['target.found', 'target.sample']);
     expect(w.pid).toBe(PID);
     // The process dies; the stale pid file does not bring it back.
-    removeProc(PID);
+    proc.remove(PID);
     expect(tickAt(200)).toEqual([{ kind: 'target.exit', pid: PID }]);
     expect(tickAt(200)).toEqual([]);
     // The supervisor writes a new pid.
@@ -413,7 +413,7 @@ describe('TargetWatcher: wrap mode', () => {
     ]);
     expect(tickAt(0)).toEqual([expect.objectContaining({ kind: 'target.sample', pid: PID, threads: 3 })]);
     // Gone from /proc: no exit from /proc for a child (its status comes from waitpid).
-    removeProc(PID);
+    proc.remove(PID);
     expect(tickAt(100)).toEqual([]);
     w.childExited(3, null);
     expect(events.at(-1)).toEqual({ kind: 'target.exit', pid: PID, exitCode: 3 });
@@ -435,12 +435,8 @@ describe('TargetWatcher: wrap mode', () => {
 
 describe('TargetWatcher: live, with the real /proc', () => {
   let work: string;
-  let child: ChildProcess | null = null;
+  const children = childReaper();
 
-  afterEach(() => {
-    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    child = null;
-  });
   afterAll(() => {
     if (work) rmSync(work, { recursive: true, force: true });
   });
@@ -451,17 +447,19 @@ describe('TargetWatcher: live, with the real /proc', () => {
     const bin = join(work, name);
     copyFileSync('/bin/sleep', bin);
     chmodSync(bin, 0o755);
-    const c = spawn(bin, ['30'], { stdio: 'ignore' });
-    child = c;
+    const c = children.track(spawn(bin, ['30'], { stdio: 'ignore' }));
     const exited = new Promise<void>((resolve) => c.once('exit', () => resolve()));
     const events: EventBody[] = [];
     const w = new TargetWatcher({ name, pidFile: null, procRoot: '/proc', emit: (e) => events.push(e) });
 
-    const deadline = Date.now() + 5000;
-    while (w.pid === null && Date.now() < deadline) {
-      w.tick();
-      if (w.pid === null) await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor(
+      'the watcher to find the child',
+      () => {
+        w.tick();
+        return w.pid !== null;
+      },
+      { timeoutMs: 5000, intervalMs: 20 },
+    );
     expect(w.pid).toBe(c.pid);
     const found = events[0];
     expect(found).toMatchObject({ kind: 'target.found', pid: c.pid, name, source: 'name', cmdline: `${bin} 30` });
@@ -474,11 +472,14 @@ describe('TargetWatcher: live, with the real /proc', () => {
 
     c.kill('SIGKILL');
     await exited;
-    const until = Date.now() + 5000;
-    while (!events.some((e) => e.kind === 'target.exit') && Date.now() < until) {
-      w.tick();
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor(
+      'target.exit',
+      () => {
+        w.tick();
+        return events.some((e) => e.kind === 'target.exit');
+      },
+      { timeoutMs: 5000, intervalMs: 20 },
+    );
     const exit = events.find((e) => e.kind === 'target.exit');
     expect(exit).toBeDefined();
     expect(exit).toMatchObject({ kind: 'target.exit', pid: c.pid });

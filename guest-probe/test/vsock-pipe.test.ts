@@ -10,6 +10,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { childReaper } from '../../test/support/children.js';
 
 import { loadNative } from '../src/native.js';
 import { serverFromFd, socketFromFd } from '../src/vsock/pipe.js';
@@ -17,6 +18,7 @@ import { serverFromFd, socketFromFd } from '../src/vsock/pipe.js';
 const addon = loadNative();
 
 let dir: string;
+const children = childReaper();
 const cleanups: (() => void)[] = [];
 beforeEach(() => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'vsock-pipe-'));
@@ -256,7 +258,7 @@ async function fullTcpListener(): Promise<number> {
     ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
-  cleanups.push(() => child.kill('SIGKILL'));
+  children.track(child);
   const [line] = (await once(child.stdout!, 'data')) as [Buffer];
   const port = Number(line.toString().trim());
   expect(port).toBeGreaterThan(0);

@@ -7,15 +7,18 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { childReaper } from '../../test/support/children.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const WRAP_SRC = fileURLToPath(new URL('../src/wrap.ts', import.meta.url));
 
 let dir: string;
 let harness: string;
-const running: ChildProcess[] = [];
+const running = childReaper();
 
 interface Report {
   code: number | null;
@@ -62,9 +65,6 @@ beforeAll(async () => {
   await build({ entryPoints: [entry], outfile: harness, bundle: true, platform: 'node', format: 'esm', target: 'node20', logLevel: 'warning' });
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-afterEach(() => {
-  for (const c of running.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
 
 interface Run {
   child: ChildProcess;
@@ -81,7 +81,7 @@ function wrap(script: string, opts: { readStdout?: boolean } = {}): Run {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, WRAP_REPORT: report },
   });
-  running.push(child);
+  running.track(child);
   const stdout: Buffer[] = [];
   const stderr: Buffer[] = [];
   if (opts.readStdout !== false) child.stdout!.on('data', (c: Buffer) => stdout.push(c));
@@ -93,16 +93,6 @@ function wrap(script: string, opts: { readStdout?: boolean } = {}): Run {
 }
 
 const readReport = (r: Run): Report => JSON.parse(readFileSync(r.report, 'utf8')) as Report;
-
-async function until(cond: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('wrap mode', () => {
   it('passes stdout and stderr through byte for byte, binary included; onOutput sees the same bytes', async () => {
@@ -135,7 +125,7 @@ describe('wrap mode', () => {
 
   it('forwards SIGTERM to the target and reports its exit', async () => {
     const r = wrap('trap "echo got TERM; exit 42" TERM; echo ready; while :; do sleep 0.05; done');
-    await until(() => Buffer.concat(r.stdout).toString().includes('ready'));
+    await waitFor('the target to be ready', () => Buffer.concat(r.stdout).toString().includes('ready'));
     r.child.kill('SIGTERM');
     const { code, signal } = await r.done;
     expect(signal).toBeNull();
@@ -150,7 +140,7 @@ describe('wrap mode', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, WRAP_REPORT: report },
     });
-    running.push(child);
+    running.track(child);
     const code = await new Promise((resolve) => child.once('close', resolve));
     expect(code).toBe(127);
     const rep = JSON.parse(readFileSync(report, 'utf8')) as Report;

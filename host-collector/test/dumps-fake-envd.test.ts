@@ -2,11 +2,12 @@
 // phase cgroup-manager, dumped with SIGQUIT (GOTRACEBACK=all: the dump goes to stderr and
 // the process exits with status 2), then parsed and grouped. Skipped when Go is missing.
 // Everything stays on 127.0.0.1; the MMDS storm points at a loopback port nobody listens on.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
+import { childReaper } from '../../test/support/children.js';
 import { detectDumpKind } from '../src/dumps/detect.js';
 import { parseGoroutines } from '../src/dumps/goroutines.js';
 import { groupByCreator, summarizeCreators } from '../src/dumps/creators.js';
@@ -14,19 +15,7 @@ import { groupGoroutines, summarize } from '../src/dumps/group.js';
 
 const haveGo = spawnSync(process.env.GO || 'go', ['version'], { stdio: 'ignore' }).status === 0;
 
-const children: ChildProcess[] = [];
-afterEach(async () => {
-  for (const child of children.splice(0)) {
-    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) continue;
-    const exited = once(child, 'exit');
-    try {
-      process.kill(child.pid, 'SIGKILL');
-    } catch {
-      continue;
-    }
-    await exited;
-  }
-});
+const children = childReaper();
 
 /** A loopback port with nothing listening on it (bound, then closed). */
 async function closedPort(): Promise<number> {
@@ -47,7 +36,7 @@ async function sigquitDump(args: string[], ready: string[], settleMs: number): P
     env: { ...process.env, GOTRACEBACK: 'all' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  children.push(child);
+  children.track(child);
   let stderr = '';
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
   await new Promise<void>((resolve, reject) => {

@@ -4,48 +4,22 @@
 
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
-import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { Collector, type CollectorOptions } from '../src/collector/collector.js';
 import { TICKET_TTL_MS, Tickets } from '../src/http/tickets.js';
+import { inProcessCollectors } from './support/collector.js';
 
-const log = pino({ level: 'silent' });
 const TOKEN = 's3cret-token';
-let tmp: string;
-const running: Collector[] = [];
+const collectors = inProcessCollectors('vd-guard-');
+const start = collectors.start;
 
 beforeEach(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-guard-'));
-  fs.mkdirSync(path.join(tmp, 'ui', 'assets'), { recursive: true });
-  fs.writeFileSync(path.join(tmp, 'ui', 'index.html'), '<!doctype html><title>t</title>');
-  fs.writeFileSync(path.join(tmp, 'ui', 'assets', 'app.js'), 'console.log(1)');
+  const ui = path.join(collectors.dir, 'ui');
+  fs.mkdirSync(path.join(ui, 'assets'));
+  fs.writeFileSync(path.join(ui, 'index.html'), '<!doctype html><title>t</title>');
+  fs.writeFileSync(path.join(ui, 'assets', 'app.js'), 'console.log(1)');
 });
-afterEach(async () => {
-  for (const c of running.splice(0)) await c.stop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
-
-async function start(over: Partial<CollectorOptions> = {}): Promise<{ url: string; port: number }> {
-  const c = new Collector(
-    {
-      http: '127.0.0.1:0',
-      dataDir: path.join(tmp, 'data'),
-      vsockPort: 52000,
-      probePort: 52001,
-      stallAfterMs: 5000,
-      startDeadlineMs: 30_000,
-      dashboardDir: path.join(tmp, 'ui'),
-      ...over,
-    },
-    log,
-  );
-  running.push(c);
-  const url = await c.start();
-  return { url, port: Number(new URL(url).port) };
-}
 
 interface Raw {
   status: number;
@@ -108,8 +82,8 @@ function spellings(p: string, port: number): string[] {
 
 describe('the token is decided by the matched route (hole 1)', () => {
   it('lists every route the router has', async () => {
-    await start();
-    const app = running[0]!.http;
+    const { collector } = await start();
+    const app = collector.http;
     const printed = app.printRoutes({ commonPrefix: false });
     const methods = [...printed.matchAll(/\(([A-Z, ]+)\)/g)].flatMap((m) => m[1]!.split(', ').filter((x) => x !== 'HEAD'));
     expect(methods.length).toBe(ROUTES.length);
@@ -119,7 +93,7 @@ describe('the token is decided by the matched route (hole 1)', () => {
 
   it('refuses every protected route without the token, however its path is spelled', async () => {
     const { port } = await start({ token: TOKEN });
-    const uds = path.join(tmp, 'evil.sock');
+    const uds = path.join(collectors.dir, 'evil.sock');
     for (const r of ROUTES.filter((x) => x.access === 'token')) {
       for (const target of spellings(r.path, port)) {
         const body = r.body?.replace('UDS', uds);
@@ -142,7 +116,7 @@ describe('the token is decided by the matched route (hole 1)', () => {
     const auth = { authorization: `Bearer ${TOKEN}` };
     for (const r of ROUTES) {
       const headers = r.access === 'token' ? auth : {};
-      const body = r.body?.replace('UDS', path.join(tmp, 'ok.sock'));
+      const body = r.body?.replace('UDS', path.join(collectors.dir, 'ok.sock'));
       const res = await raw(port, r.method, r.path, body ? { ...headers, 'content-type': 'application/json' } : headers, body);
       expect(res.status, `${r.method} ${r.path}`).not.toBe(401);
     }
@@ -158,9 +132,9 @@ describe('browsers on other sites cannot drive the API (hole 7)', () => {
       const res = await raw(port, 'GET', '/v1/sandboxes', { host });
       expect(res.status, host).toBe(403);
     }
-    const put = await raw(port, 'PUT', '/v1/sandboxes/evil', { host: 'rebind.example', 'content-type': 'application/json' }, JSON.stringify({ udsPath: path.join(tmp, 'e.sock') }));
+    const put = await raw(port, 'PUT', '/v1/sandboxes/evil', { host: 'rebind.example', 'content-type': 'application/json' }, JSON.stringify({ udsPath: path.join(collectors.dir, 'e.sock') }));
     expect(put.status).toBe(403);
-    expect(fs.existsSync(path.join(tmp, 'e.sock_52000'))).toBe(false);
+    expect(fs.existsSync(path.join(collectors.dir, 'e.sock_52000'))).toBe(false);
     for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'localhost', `[::1]:${port}`, `127.1.2.3:${port}`]) {
       expect((await raw(port, 'GET', '/v1/sandboxes', { host })).status, host).toBe(200);
     }
@@ -168,7 +142,7 @@ describe('browsers on other sites cannot drive the API (hole 7)', () => {
 
   it("refuses state-changing requests from another site's page", async () => {
     const { port } = await start();
-    const uds = path.join(tmp, 'x.sock');
+    const uds = path.join(collectors.dir, 'x.sock');
     const put = (headers: Record<string, string>) =>
       raw(port, 'PUT', '/v1/sandboxes/x', { 'content-type': 'application/json', ...headers }, JSON.stringify({ udsPath: uds }));
     expect((await put({ origin: 'http://attacker.example' })).status).toBe(403);

@@ -3,33 +3,14 @@
 // folders, and leaves nothing readable by other local users.
 
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Collector, type CollectorOptions } from '../src/collector/collector.js';
+import { describe, expect, it } from 'vitest';
+import type { CollectorOptions } from '../src/collector/collector.js';
 import { udsPathProblem } from '../src/collector/registry.js';
+import { inProcessCollectors } from './support/collector.js';
 
-const log = pino({ level: 'silent' });
-let tmp: string;
-const running: Collector[] = [];
-
-beforeEach(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-paths-'));
-});
-afterEach(async () => {
-  for (const c of running.splice(0)) await c.stop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
-
-async function start(over: Partial<CollectorOptions> = {}): Promise<string> {
-  const c = new Collector(
-    { http: '127.0.0.1:0', dataDir: path.join(tmp, 'data'), vsockPort: 52000, probePort: 52001, stallAfterMs: 5000, startDeadlineMs: 30_000, dashboardDir: tmp, ...over },
-    log,
-  );
-  running.push(c);
-  return c.start();
-}
+const collectors = inProcessCollectors('vd-paths-');
+const start = async (over: Partial<CollectorOptions> = {}) => (await collectors.start(over)).url;
 
 const put = async (url: string, id: string, udsPath: string) => {
   const res = await fetch(`${url}/v1/sandboxes/${id}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath }) });
@@ -39,9 +20,9 @@ const put = async (url: string, id: string, udsPath: string) => {
 describe('registering never deletes files', () => {
   it('refuses a udsPath whose <udsPath>_52000 is a regular file, and leaves the file alone', async () => {
     const url = await start();
-    const victim = path.join(tmp, 'important_52000');
+    const victim = path.join(collectors.dir, 'important_52000');
     fs.writeFileSync(victim, 'do not delete');
-    const r = await put(url, 'evil', path.join(tmp, 'important'));
+    const r = await put(url, 'evil', path.join(collectors.dir, 'important'));
     expect(r.status).toBe(422);
     expect(r.body.error!.code).toBe('LISTEN_FAILED');
     expect(r.body.error!.message).toMatch(/not a socket/);
@@ -50,20 +31,20 @@ describe('registering never deletes files', () => {
 
   it('refuses one that is a symlink, leaving link and target alone', async () => {
     const url = await start();
-    const target = path.join(tmp, 'etc-shadow');
+    const target = path.join(collectors.dir, 'etc-shadow');
     fs.writeFileSync(target, 'secret');
-    fs.symlinkSync(target, path.join(tmp, 'link_52000'));
-    const r = await put(url, 'evil', path.join(tmp, 'link'));
+    fs.symlinkSync(target, path.join(collectors.dir, 'link_52000'));
+    const r = await put(url, 'evil', path.join(collectors.dir, 'link'));
     expect(r.status).toBe(422);
     expect(fs.readFileSync(target, 'utf8')).toBe('secret');
-    expect(fs.lstatSync(path.join(tmp, 'link_52000')).isSymbolicLink()).toBe(true);
+    expect(fs.lstatSync(path.join(collectors.dir, 'link_52000')).isSymbolicLink()).toBe(true);
   });
 });
 
 describe('--uds-root', () => {
   it('accepts paths inside the roots only, by their real folder', async () => {
-    const root = path.join(tmp, 'fc');
-    const outside = path.join(tmp, 'outside');
+    const root = path.join(collectors.dir, 'fc');
+    const outside = path.join(collectors.dir, 'outside');
     fs.mkdirSync(path.join(root, 'vm1'), { recursive: true });
     fs.mkdirSync(outside);
     fs.symlinkSync(outside, path.join(root, 'escape'));
@@ -89,19 +70,19 @@ describe('--uds-root', () => {
 describe('modes', () => {
   it('keeps the data folder, the database and the sockets to the collector user', async () => {
     const url = await start();
-    const data = path.join(tmp, 'data');
+    const data = path.join(collectors.dir, 'data');
     expect(fs.statSync(data).mode & 0o777).toBe(0o700);
     for (const f of fs.readdirSync(data)) expect(fs.statSync(path.join(data, f)).mode & 0o077, f).toBe(0);
-    expect((await put(url, 'vm', path.join(tmp, 'v.sock'))).status).toBe(201);
-    expect(fs.statSync(path.join(tmp, 'v.sock_52000')).mode & 0o777).toBe(0o600);
+    expect((await put(url, 'vm', path.join(collectors.dir, 'v.sock'))).status).toBe(201);
+    expect(fs.statSync(path.join(collectors.dir, 'v.sock_52000')).mode & 0o777).toBe(0o600);
   });
 
   it('gives the sockets a group, mode 0660, with --socket-group', async () => {
     // As root, a group the collector is not in (as a jailer's would be); else our own.
     const gid = process.getuid!() === 0 ? 1 : process.getgid!();
     const url = await start({ socketGid: gid });
-    expect((await put(url, 'vm', path.join(tmp, 'v.sock'))).status).toBe(201);
-    const st = fs.statSync(path.join(tmp, 'v.sock_52000'));
+    expect((await put(url, 'vm', path.join(collectors.dir, 'v.sock'))).status).toBe(201);
+    const st = fs.statSync(path.join(collectors.dir, 'v.sock_52000'));
     expect(st.mode & 0o777).toBe(0o660);
     expect(st.gid).toBe(gid);
   });

@@ -2,59 +2,34 @@
 // collector's storage and reads through a real session, and check that they cost the guest
 // only its own history, never the collector's record of it, nor an operator's dumps.
 
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { initialStatus, type CollectorMessage, type EventBody, type Hello } from '@vsockdiag/proto';
-import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { ProbeClient } from '../../test/harness/probe-client.js';
-import { Collector, type CollectorOptions } from '../src/collector/collector.js';
+import { waitFor } from '../../test/support/wait.js';
+import type { CollectorOptions } from '../src/collector/collector.js';
 import { AUTO_DUMP_SETS } from '../src/collector/dump-service.js';
 import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
 import { MAX_EVENTS_RESPONSE_BYTES } from '../src/http/routes/sandboxes.js';
+import { inProcessCollectors } from './support/collector.js';
 import { REAL_WORKER, bundleWorker } from './support/dump-worker.js';
 
-const log = pino({ level: 'silent' });
 const MiB = 1024 * 1024;
 
-let tmp: string;
-const running: Collector[] = [];
+const collectors = inProcessCollectors('vd-retention-');
 const probes: ProbeClient[] = [];
-const teardown: Array<() => void> = [];
-const onTeardown = (fn: () => void) => teardown.push(fn);
 
-beforeEach(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-retention-'));
-});
-
-afterEach(async () => {
+// Registered after the collectors' hooks, so it runs first: probes go before the collector.
+afterEach(() => {
   for (const p of probes.splice(0)) p.close();
-  for (const c of running.splice(0)) await c.stop();
-  for (const fn of teardown.splice(0)) fn();
-  fs.rmSync(tmp, { recursive: true, force: true });
 });
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
+/** A collector with one sandbox, "vm", registered; returns the socket its probe dials. */
 async function start(over: Partial<CollectorOptions> = {}): Promise<{ url: string; socket: string }> {
-  fs.mkdirSync(path.join(tmp, 'ui'), { recursive: true });
-  const collector = new Collector(
-    {
-      http: '127.0.0.1:0',
-      dataDir: path.join(tmp, 'data'),
-      vsockPort: 52000,
-      probePort: 52001,
-      stallAfterMs: 5000,
-      startDeadlineMs: 30_000,
-      dashboardDir: path.join(tmp, 'ui'),
-      ...over,
-    },
-    log,
-  );
-  running.push(collector);
-  const url = await collector.start();
-  const udsPath = path.join(tmp, 'vm.sock');
+  const { url } = await collectors.start(over);
+  const udsPath = path.join(collectors.dir, 'vm.sock');
   const r = await fetch(`${url}/v1/sandboxes/vm`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath }) });
   expect(r.status).toBe(201);
   return { url, socket: `${udsPath}_52000` };
@@ -100,16 +75,6 @@ function answerDumps(m: CollectorMessage, c: ProbeClient): void {
   const text = Buffer.from(`threads of envd (pid 42)\ntask 42 S futex_wait_queue\n`);
   c.send({ type: 'dump.chunk', id: m.id, index: 0, data: text });
   c.send({ type: 'result', id: m.id, ok: true, dump: { mode: m.mode ?? 'threads', source: 'proc', complete: true, bytes: text.length, chunks: 1, pid: 42 } });
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe('a guest flooding the history', () => {
@@ -314,7 +279,7 @@ describe('automatic dumps', () => {
   it('names where the goroutine dump found main blocked in the stuck reason; --on-stuck quit still sends SIGQUIT', async () => {
     // The blocked frame comes from the dump's analysis: the real worker, built from source.
     const worker = await bundleWorker(REAL_WORKER);
-    onTeardown(worker.remove);
+    onTestFinished(worker.remove); // after the collector using it has stopped
     const { url, socket } = await start({ startDeadlineMs: 100, onStuck: 'quit', dumpWorkerUrl: worker.url });
     const traceback =
       'goroutine 1 [sync.Mutex.Lock]:\nsync.runtime_SemacquireMutex(0x1?, 0x0?, 0x1?)\n\t/usr/local/go/src/runtime/sema.go:95 +0x25\n' +

@@ -1,35 +1,21 @@
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
-import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { FrameDecoder, decodeCollectorMessage, encodeMessage, initialStatus } from '@vsockdiag/proto';
-import { Collector, type CollectorOptions } from '../src/collector/collector.js';
+import { FrameDecoder, decodeCollectorMessage, encodeMessage } from '@vsockdiag/proto';
+import { helloMessage } from '../../test/support/hello.js';
+import type { CollectorOptions } from '../src/collector/collector.js';
+import { inProcessCollectors } from './support/collector.js';
 
-const log = pino({ level: 'silent' });
-let tmp: string;
-const running: Collector[] = [];
+const collectors = inProcessCollectors('vd-ws-');
+const start = async (over: Partial<CollectorOptions> = {}) => (await collectors.start(over)).url;
 const closers: Array<() => void> = [];
 
-beforeEach(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-ws-'));
-});
-afterEach(async () => {
+// Registered after the collectors' hooks, so it runs first: clients go before the server.
+afterEach(() => {
   for (const c of closers.splice(0)) c();
-  for (const c of running.splice(0)) await c.stop();
-  fs.rmSync(tmp, { recursive: true, force: true });
 });
-
-async function start(over: Partial<CollectorOptions> = {}): Promise<string> {
-  const c = new Collector(
-    { http: '127.0.0.1:0', dataDir: path.join(tmp, 'data'), vsockPort: 52000, probePort: 52001, stallAfterMs: 5000, startDeadlineMs: 30_000, dashboardDir: tmp, ...over },
-    log,
-  );
-  running.push(c);
-  return c.start();
-}
 
 /** A WebSocket client collecting every message. */
 async function client(
@@ -70,19 +56,14 @@ async function probe(socketPath: string): Promise<net.Socket> {
   await new Promise((r) => s.once('connect', r));
   const dec = new FrameDecoder((b) => decodeCollectorMessage(b));
   s.on('data', (d) => dec.push(d));
-  s.write(
-    encodeMessage({
-      type: 'hello', protocol: 1, probeVersion: 't', instanceId: '0123456789abcdef', generation: 1, bootId: 'b',
-      clocks: { wallMs: Date.now(), sinceBootMs: 1000 }, lastSeq: 0, config: { target: 'envd', expectPort: 49983 }, status: initialStatus(49983),
-    }),
-  );
+  s.write(encodeMessage(helloMessage({ clocks: { wallMs: Date.now(), sinceBootMs: 1000 } })));
   return s;
 }
 
 describe('/v1/stream', () => {
   it('sends a snapshot, summary changes, removals, and the events of subscribed sandboxes', async () => {
     const url = await start();
-    const dir = path.join(tmp, 'a');
+    const dir = path.join(collectors.dir, 'a');
     fs.mkdirSync(dir);
     await fetch(`${url}/v1/sandboxes/a`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
     const c = await client(`${url}/v1/stream`);
@@ -102,7 +83,7 @@ describe('/v1/stream', () => {
 
   it('does not send events of sandboxes the client did not subscribe to', async () => {
     const url = await start();
-    const dir = path.join(tmp, 'b');
+    const dir = path.join(collectors.dir, 'b');
     fs.mkdirSync(dir);
     await fetch(`${url}/v1/sandboxes/b`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
     const c = await client(`${url}/v1/stream`);
@@ -144,7 +125,7 @@ describe('/v1/phases', () => {
   it('aggregates phase durations across sandboxes', async () => {
     const url = await start();
     for (const [id, gaps] of [['p1', [10, 200]], ['p2', [30, 400]]] as const) {
-      const dir = path.join(tmp, id);
+      const dir = path.join(collectors.dir, id);
       fs.mkdirSync(dir);
       await fetch(`${url}/v1/sandboxes/${id}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
       const p = await probe(path.join(dir, 'v.sock_52000'));

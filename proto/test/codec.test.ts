@@ -1,5 +1,6 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
+import { helloMessage } from '../../test/support/hello.js';
 import { decodeCollectorMessage, decodeProbeMessage, encodeMessage } from '../src/codec.js';
 import { ProtocolError } from '../src/errors.js';
 import { FrameDecoder, frame } from '../src/frame.js';
@@ -9,7 +10,6 @@ import {
   MAX_NAME,
   MAX_NESTING_DEPTH,
   MAX_TEXT,
-  PROTOCOL_VERSION,
 } from '../src/limits.js';
 import type { CollectorMessage, ProbeMessage } from '../src/messages.js';
 
@@ -19,18 +19,7 @@ const status = {
   phases: { reported: false, ready: false },
 };
 
-const hello: ProbeMessage = {
-  type: 'hello',
-  protocol: PROTOCOL_VERSION,
-  probeVersion: '0.1.0',
-  instanceId: '0123456789abcdef',
-  generation: 1,
-  bootId: 'b0d5e1d0-0000-4000-8000-000000000000',
-  clocks: { wallMs: 1_700_000_000_000, sinceBootMs: 1234.5 },
-  lastSeq: 0,
-  config: { target: 'envd', expectPort: 49983 },
-  status,
-};
+const hello: ProbeMessage = helloMessage();
 
 const probeSamples: ProbeMessage[] = [
   hello,

@@ -7,7 +7,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { allEvents, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { startSandbox } from '../harness/sandbox.js';
 import { summarize } from './stats.js';
 
@@ -21,8 +22,7 @@ async function hungBoot(c: CollectorProcess, root: string, id: string): Promise<
     const dump = await waitFor(
       `the automatic dump of ${id}`,
       async () => (await allEvents(c, id, 'dump')).find((e) => e.data.trigger === 'auto'),
-      20_000,
-      20,
+      { timeoutMs: 20_000, intervalMs: 20 },
     );
     const stuck = (await allEvents(c, id, 'state')).find((e) => e.data.state === 'stuck');
     return { ms: Date.parse(dump.at) - Date.parse(stuck.at), mode: dump.data.mode, complete: dump.data.complete === true && !dump.data.error };

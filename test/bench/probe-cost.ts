@@ -17,7 +17,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '@vsockdiag/proto';
-import { PROBE_BIN, ROOT, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { PROBE_BIN, ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
 import { FirecrackerVsock, guestHostPath, guestListenPath } from '../harness/firecracker.js';
@@ -349,7 +350,7 @@ export async function startProbeCost(windowS: number, progress: Progress): Promi
       const h = hung!.probePid();
       const s = healthy!.probePid();
       return h !== null && s !== null ? { hung: h, healthy: s } : null;
-    }, 10_000);
+    }, { timeoutMs: 10_000 });
     // Let the healthy probe's first 1 Hz ticks and both probes' first census pass.
     await new Promise((r) => setTimeout(r, 3000));
     const nsProcs = descendants(healthy!.ns.proc.pid!).length;

@@ -12,7 +12,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, allEvents, requireBuilt, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { ROOT, allEvents, requireBuilt, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
 import { GUEST_HOST_DIR, bootUnavailable, cachedImage, overlay, runInNamespace, type Guest, type Overlay } from '../harness/guest-image.js';
 
@@ -129,12 +130,12 @@ describe.skipIf(unavailable !== null)(`a runit guest (runsvdir in a namespace)${
       expect(r.body).toMatchObject({ source: 'sigquit', complete: true, pid: Number(envdPid) });
       const dump = (await collector!.api('GET', `/v1/sandboxes/runit-hung/dumps/${r.body.id}`)).body;
       expect(dump.text).toContain('main.createCgroupManager');
-      await waitFor('runsv to restart envd', () => svPid('envd') !== '' && svPid('envd') !== envdPid, 30_000);
+      await waitFor('runsv to restart envd', () => svPid('envd') !== '' && svPid('envd') !== envdPid, { timeoutMs: 30_000 });
       const newPid = Number(svPid('envd'));
       await waitFor('the new envd stuck again at the collector', async () => {
         const d = (await collector!.api('GET', '/v1/sandboxes/runit-hung')).body;
         return d.state === 'stuck' && d.target?.pid === newPid && d.lastPhase === 'creating cgroup manager';
-      }, 60_000);
+      }, { timeoutMs: 60_000 });
       expect(svPid('vsockdiag-probe')).toBe(probePid);
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${diagnostics()}`);

@@ -17,7 +17,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, allEvents, requireBuilt, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { ROOT, allEvents, requireBuilt, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
 import { GUEST_HOST_DIR, bootSystemd, bootUnavailable, cachedImage, overlay, type Guest, type Overlay } from '../harness/guest-image.js';
 
@@ -177,13 +178,13 @@ describe.skipIf(unavailable !== null)(`a systemd guest booted with systemd-nspaw
         await waitFor('a new journalctl', () => {
           const now = journalctl();
           return now !== undefined && now !== before;
-        }, 30_000);
+        }, { timeoutMs: 30_000 });
         await waitFor('the restarted envd stuck at the collector', async () => {
           const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
           return d.state === 'stuck' && d.target?.pid === envdPid && d.lastPhase === 'creating cgroup manager';
-        }, 60_000);
+        }, { timeoutMs: 60_000 });
         const logged = journalOfEnvd();
-        await waitFor('every journal line at the collector', async () => (await journalLinesAtCollector('hung')).length >= logged.length, 30_000);
+        await waitFor('every journal line at the collector', async () => (await journalLinesAtCollector('hung')).length >= logged.length, { timeoutMs: 30_000 });
         expect(await journalLinesAtCollector('hung')).toEqual(logged.map((e) => e.message));
         // The second envd's phases were read more than a second late, yet carry their journal times.
         const phases = await logPhases('hung');
@@ -209,12 +210,12 @@ describe.skipIf(unavailable !== null)(`a systemd guest booted with systemd-nspaw
         expect(dump.text).toContain('main.createCgroupManager');
         expect(dump.text).toMatch(/^goroutine 1 \[/m);
         // systemd (Restart=always) starts envd again; the probe is the same process throughout.
-        await waitFor('systemd to restart envd', () => show('envd', 'MainPID') !== envdPid && Number(show('envd', 'NRestarts')) === restarts + 1, 30_000);
+        await waitFor('systemd to restart envd', () => show('envd', 'MainPID') !== envdPid && Number(show('envd', 'NRestarts')) === restarts + 1, { timeoutMs: 30_000 });
         const newPid = Number(show('envd', 'MainPID'));
         await waitFor('the new envd stuck again at the collector', async () => {
           const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
           return d.state === 'stuck' && d.target?.pid === newPid && d.lastPhase === 'creating cgroup manager';
-        }, 60_000);
+        }, { timeoutMs: 60_000 });
         expect(show('vsockdiag-probe', 'MainPID')).toBe(probePid);
         expect(show('vsockdiag-probe', 'NRestarts')).toBe('0');
         const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;

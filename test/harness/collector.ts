@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitFor } from '../support/wait.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const COLLECTOR_BIN = path.join(ROOT, 'host-collector/dist/vsockdiag.js');
@@ -98,18 +99,6 @@ export async function startCollector(
   return { url, dataDir, proc, logs: () => log, api, stop };
 }
 
-/** Polls `fn` until it returns a truthy value; fails with `what` and the last value after `timeoutMs`. */
-export async function waitFor<T>(what: string, fn: () => Promise<T> | T, timeoutMs = 15_000, everyMs = 25): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T | undefined;
-  for (;;) {
-    last = await fn();
-    if (last) return last as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-
 /** Waits until the sandbox is in `state` and returns its detail. */
 export async function waitForState(c: CollectorProcess, id: string, state: string | string[], timeoutMs = 15_000): Promise<any> {
   const want = Array.isArray(state) ? state : [state];
@@ -119,7 +108,7 @@ export async function waitForState(c: CollectorProcess, id: string, state: strin
       const r = await c.api('GET', `/v1/sandboxes/${id}`);
       return r.status === 200 && want.includes(r.body.state) ? r.body : null;
     },
-    timeoutMs,
+    { timeoutMs },
   );
 }
 

@@ -5,16 +5,15 @@
 import net from 'node:net';
 import {
   FrameDecoder,
-  PROTOCOL_VERSION,
   decodeCollectorMessage,
   encodeMessage,
-  initialStatus,
   type CollectorMessage,
   type EventBody,
   type Hello,
   type ProbeEvent,
   type ProbeMessage,
 } from '@vsockdiag/proto';
+import { helloMessage } from '../support/hello.js';
 
 export interface ProbeClientOptions {
   path: string;
@@ -69,18 +68,14 @@ export class ProbeClient {
       const timer = setInterval(() => this.heartbeat(), this.opts.heartbeatMs);
       socket.once('close', () => clearInterval(timer));
     }
-    const hello: ProbeMessage = {
-      type: 'hello',
-      protocol: PROTOCOL_VERSION,
+    const hello = helloMessage({
       probeVersion: 'test-client',
-      instanceId: this.opts.instanceId ?? 'feedfacecafebeef',
-      generation: this.opts.generation ?? 1,
-      bootId: 'test-boot',
+      instanceId: this.opts.instanceId,
+      generation: this.opts.generation,
       clocks: { wallMs: Date.now(), sinceBootMs: this.sinceBoot },
       lastSeq: this.seq,
-      config: { target: 'envd', expectPort: 49983 },
-      status: this.opts.status ?? initialStatus(49983),
-    };
+      status: this.opts.status,
+    });
     this.send(hello);
     await this.until(() => this.welcomeAck !== null, 5000, 'welcome');
     return this.welcomeAck!;

@@ -61,6 +61,15 @@ describe('trust boundary', () => {
     });
   }
 
+  it('test/support/ imports only Node, vitest and proto: guest tests use it too', () => {
+    const files = sources(path.join(ROOT, 'test/support'));
+    expect(files.length).toBeGreaterThan(3);
+    const specs = files.flatMap((f) => imports(f).map((spec) => ({ at: `${path.relative(ROOT, f)} → ${resolved(f, spec)}`, spec: resolved(f, spec) })));
+    expect(specs.some((s) => s.spec === '@vsockdiag/proto')).toBe(true); // the scan sees real imports
+    const allowed = (spec: string) => spec.startsWith('node:') || spec === 'vitest' || spec === '@vsockdiag/proto' || spec.startsWith('test/support/');
+    expect(specs.filter((s) => !allowed(s.spec)).map((s) => s.at)).toEqual([]);
+  });
+
   it('web-ui/src takes types from the collector and proto and values only from their pure modules, nothing from the guest', () => {
     const uses = sources(path.join(ROOT, 'web-ui/src')).flatMap((f) =>
       [...fs.readFileSync(f, 'utf8').matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s+)?[^'"]*?from\s+['"]([^'"]+)['"]/g)].map((m) => ({

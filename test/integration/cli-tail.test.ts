@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { COLLECTOR_BIN, cli, startCollector, waitFor, type CollectorProcess } from '../harness/collector.js';
+import { COLLECTOR_BIN, cli, startCollector, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { ProbeClient } from '../harness/probe-client.js';
 
 let collector: CollectorProcess;

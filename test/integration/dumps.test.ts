@@ -6,7 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { initialStatus } from '@vsockdiag/proto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { allEvents, cli, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, cli, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { ProbeClient } from '../harness/probe-client.js';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../harness/sandbox.js';
 

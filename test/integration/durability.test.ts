@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { allEvents, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { startSandbox, type Sandbox } from '../harness/sandbox.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { allEvents, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { namespacesAvailable, startSandbox, type Sandbox, type SandboxOptions } from '../harness/sandbox.js';
 
 let collector: CollectorProcess;
@@ -40,7 +41,7 @@ describe.skipIf(!namespacesAvailable())('evidence', () => {
     const d = await waitFor('socket-storm', async () => {
       const s = await get('storm');
       return s.conditions?.some((c: any) => c.name === 'socket-storm') ? s : null;
-    }, 20_000);
+    }, { timeoutMs: 20_000 });
     const storm = d.conditions.find((c: any) => c.name === 'socket-storm');
     expect(storm.subject).toBe('169.254.169.254:80');
     expect(storm.count).toBeGreaterThanOrEqual(300);

@@ -8,7 +8,10 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { childReaper } from '../support/children.js';
+import { waitFor } from '../support/wait.js';
 import { buildFakeEnvd, FAKE_ENVD_PHASES } from '../harness/fake-envd';
 
 /** The STATUS= / stderr description of each phase, in envd's start-up order. */
@@ -37,39 +40,17 @@ function expectedPhaseLines(port: number): string[] {
 // ---------------------------------------------------------------------------
 // Child-process bookkeeping
 
-const children: ChildProcess[] = [];
+const children = childReaper();
 const tempDirs: string[] = [];
 
 function isRunning(child: ChildProcess): boolean {
   return child.exitCode === null && child.signalCode === null;
 }
 
-async function killChild(child: ChildProcess): Promise<void> {
-  if (!isRunning(child) || child.pid === undefined) return;
-  const exited = once(child, 'exit');
-  try {
-    process.kill(child.pid, 'SIGKILL');
-  } catch {
-    return; // already gone
-  }
-  await exited;
-}
-
 afterEach(async () => {
-  await Promise.all(children.splice(0).map(killChild));
+  await children.reap(); // before their folders go
   await Promise.all(tempDirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
 });
-
-async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------
 // fake-envd
@@ -88,7 +69,7 @@ function startFakeEnvd(args: string[], env: NodeJS.ProcessEnv = {}): FakeEnvd {
   const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
   if (!('NOTIFY_SOCKET' in env)) delete childEnv.NOTIFY_SOCKET;
   const child = spawn(binary, args, { env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] });
-  children.push(child);
+  children.track(child);
   let err = '';
   child.stderr!.setEncoding('utf8');
   child.stderr!.on('data', (d: string) => {
@@ -145,7 +126,7 @@ function portBound(port: number): Promise<boolean> {
 }
 
 async function waitReady(fe: FakeEnvd): Promise<void> {
-  await waitFor(() => fe.stderr().includes('fake-envd: ready') || !isRunning(fe.child), 'fake-envd to be ready');
+  await waitFor('fake-envd to be ready', () => fe.stderr().includes('fake-envd: ready') || !isRunning(fe.child));
   if (!isRunning(fe.child)) throw new Error(`fake-envd exited early:\n${fe.stderr()}`);
 }
 
@@ -176,7 +157,7 @@ interface NotifyReceiver {
 
 async function startNotifyReceiver(socketName: string): Promise<NotifyReceiver> {
   const child = spawn('python3', ['-c', NOTIFY_RECEIVER_PY, socketName], { stdio: ['pipe', 'pipe', 'pipe'] });
-  children.push(child);
+  children.track(child);
   const rx: NotifyReceiver = { socket: socketName, datagrams: [] };
   let bound = false;
   let buf = '';
@@ -198,7 +179,7 @@ async function startNotifyReceiver(socketName: string): Promise<NotifyReceiver> 
     () => undefined,
     (e: Error) => e,
   );
-  await waitFor(() => bound || !isRunning(child), 'python3 notify receiver to bind');
+  await waitFor('python3 notify receiver to bind', () => bound || !isRunning(child));
   const e = await spawnError;
   if (e) throw new Error(`cannot start python3 for the NOTIFY_SOCKET receiver: ${e.message}`);
   if (!bound) throw new Error(`python3 notify receiver failed:\n${err}`);
@@ -258,7 +239,7 @@ describe('fake-envd', () => {
     const rx = await startNotifyReceiver(await notifySocketPath());
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port)], { NOTIFY_SOCKET: rx.socket });
-    await waitFor(() => rx.datagrams.some((d) => d.startsWith('READY=1')), 'READY=1 datagram');
+    await waitFor('READY=1 datagram', () => rx.datagrams.some((d) => d.startsWith('READY=1')));
     expect(isRunning(fe.child)).toBe(true);
     expectStartupDatagrams(rx.datagrams, port);
   });
@@ -268,7 +249,7 @@ describe('fake-envd', () => {
     const rx = await startNotifyReceiver(name);
     const port = await freePort();
     startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port)], { NOTIFY_SOCKET: name });
-    await waitFor(() => rx.datagrams.some((d) => d.startsWith('READY=1')), 'READY=1 datagram');
+    await waitFor('READY=1 datagram', () => rx.datagrams.some((d) => d.startsWith('READY=1')));
     expectStartupDatagrams(rx.datagrams, port);
   });
 
@@ -290,7 +271,7 @@ describe('fake-envd', () => {
     const deaf = spawn('python3', ['-c', 'import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1]); print("bound", flush=True); sys.stdin.read()', socket], {
       stdio: ['pipe', 'pipe', 'inherit'],
     });
-    children.push(deaf);
+    children.track(deaf);
     await once(deaf.stdout!, 'data');
     const port = await freePort();
     const t0 = Date.now();
@@ -309,7 +290,7 @@ describe('fake-envd', () => {
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'cgroup-manager'], {
       NOTIFY_SOCKET: rx.socket,
     });
-    await waitFor(() => fe.stderr().includes('envd startup: creating cgroup manager'), 'cgroup-manager phase line');
+    await waitFor('cgroup-manager phase line', () => fe.stderr().includes('envd startup: creating cgroup manager'));
     await sleep(1_000);
 
     const cgroupIdx = FAKE_ENVD_PHASES.indexOf('cgroup-manager');
@@ -324,7 +305,7 @@ describe('fake-envd', () => {
   it('a SIGQUIT goroutine dump of the cgroup-manager hang names envd-like functions', async () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'cgroup-manager']);
-    await waitFor(() => fe.stderr().includes('envd startup: creating cgroup manager'), 'cgroup-manager phase line');
+    await waitFor('cgroup-manager phase line', () => fe.stderr().includes('envd startup: creating cgroup manager'));
     await sleep(100);
     process.kill(fe.child.pid!, 'SIGQUIT');
     const { code } = await fe.exit;
@@ -339,7 +320,7 @@ describe('fake-envd', () => {
   it('-hang-in in another phase blocks in blockForever under that phase’s function', async () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'logger']);
-    await waitFor(() => fe.stderr().includes('envd startup: creating logger'), 'logger phase line');
+    await waitFor('logger phase line', () => fe.stderr().includes('envd startup: creating logger'));
     await sleep(100);
     process.kill(fe.child.pid!, 'SIGQUIT');
     expect((await fe.exit).code).toBe(2);
@@ -371,7 +352,7 @@ describe('fake-envd', () => {
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-listen-first', '-hang-in', 'api'], {
       NOTIFY_SOCKET: rx.socket,
     });
-    await waitFor(() => fe.stderr().includes('envd startup: creating API store'), 'api phase line');
+    await waitFor('api phase line', () => fe.stderr().includes('envd startup: creating API store'));
     await sleep(200);
 
     expect((await httpGet(port, '/health')).status).toBe(204);
@@ -388,7 +369,7 @@ describe('fake-envd', () => {
     const rx = await startNotifyReceiver(await notifySocketPath());
     const port = await freePort();
     startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-listen-first'], { NOTIFY_SOCKET: rx.socket });
-    await waitFor(() => rx.datagrams.some((d) => d.startsWith('READY=1')), 'READY=1 datagram');
+    await waitFor('READY=1 datagram', () => rx.datagrams.some((d) => d.startsWith('READY=1')));
     expectStartupDatagrams(rx.datagrams, port, ['listen', ...FAKE_ENVD_PHASES.slice(0, -1)]);
   });
 
@@ -403,7 +384,7 @@ describe('fake-envd', () => {
   it('-slow-phase makes one phase slow', async () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-slow-phase', 'router=600ms']);
-    await waitFor(() => fe.stderr().includes('envd startup: creating HTTP router'), 'router phase line');
+    await waitFor('router phase line', () => fe.stderr().includes('envd startup: creating HTTP router'));
     await sleep(300);
     expect(fe.phaseLines().at(-1)).toBe('envd startup: creating HTTP router');
     await waitReady(fe);
@@ -440,7 +421,7 @@ describe('fake-envd', () => {
       const mmdsPort = (mmds.address() as net.AddressInfo).port;
       const port = await freePort();
       const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-mmds-addr', `127.0.0.1:${mmdsPort}`]);
-      await waitFor(() => fe.stderr().includes('fake-envd: mmds: got opts'), 'MMDS poller success');
+      await waitFor('MMDS poller success', () => fe.stderr().includes('fake-envd: mmds: got opts'));
       const count = seen.length;
       await sleep(300);
       expect(seen.length).toBe(count);
@@ -478,7 +459,7 @@ describe('fake-envd', () => {
         '-mmds-addr', `127.0.0.1:${mmdsPort}`, '-mmds-storm', '10',
       ]);
       await waitReady(fe);
-      await waitFor(() => okResponses >= 40, '40 MMDS requests');
+      await waitFor('40 MMDS requests', () => okResponses >= 40);
       const before = connections;
       await sleep(300);
       expect(connections).toBeGreaterThan(before); // still polling after many 200s
@@ -494,7 +475,7 @@ describe('fake-envd', () => {
   it('exits 0 on SIGTERM, even while hung', async () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'cgroup-manager']);
-    await waitFor(() => fe.stderr().includes('envd startup: creating cgroup manager'), 'cgroup-manager phase line');
+    await waitFor('cgroup-manager phase line', () => fe.stderr().includes('envd startup: creating cgroup manager'));
     process.kill(fe.child.pid!, 'SIGTERM');
     expect(await fe.exit).toEqual({ code: 0, signal: null });
   });

@@ -8,7 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { initialStatus } from '@vsockdiag/proto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { allEvents, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { ProbeClient } from '../harness/probe-client.js';
 import { startSandbox, type Sandbox } from '../harness/sandbox.js';
 

@@ -12,8 +12,10 @@ import { DUMP_CHUNK_BYTES, MAX_HELLO_FRAME_BYTES, MAX_NESTING_DEPTH, encodeMessa
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PENDING } from '../../host-collector/src/collector/intake.js';
 import { HELLO_TIMEOUT_MS } from '../../host-collector/src/collector/session.js';
-import { allEvents, startCollector, waitFor, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
 import { ProbeClient } from '../harness/probe-client.js';
+import { helloMessage } from '../support/hello.js';
+import { waitFor } from '../support/wait.js';
 
 let collector: CollectorProcess;
 let root: string;
@@ -87,13 +89,9 @@ async function goodStillWorks(): Promise<void> {
   expect((await collector.api('GET', '/healthz')).body.ok).toBe(true);
 }
 
+/** A hello as bytes; `over` may make it one no schema accepts. */
 const hello = (over: Record<string, unknown> = {}) =>
-  encodeMessage({
-    type: 'hello', protocol: 1, probeVersion: 'x', instanceId: 'e111e111e111e111', generation: 1, bootId: 'b',
-    clocks: { wallMs: 0, sinceBootMs: 0 }, lastSeq: 0, config: { target: 'envd', expectPort: 49983 },
-    status: { target: null, listener: { port: 49983, bound: false }, phases: { reported: false, ready: false } },
-    ...over,
-  } as never);
+  encodeMessage({ ...helloMessage({ clocks: { wallMs: 0, sinceBootMs: 0 } }), ...over } as never);
 
 describe('a hostile guest', () => {
   it('garbage bytes close the session with ERR_MSGPACK', async () => {

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { cli, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { cli, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../harness/sandbox.js';
 
 let collector: CollectorProcess;

@@ -14,7 +14,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { MMDS_ADDR, MMDS_IP, namespacesAvailable, startSandbox, type Sandbox, type SandboxOptions } from '../harness/sandbox.js';
 
 const canIsolate = namespacesAvailable();
@@ -177,7 +178,7 @@ describe.skipIf(!canIsolate)('MMDS inside a sandbox', () => {
 
   it('-mmds-storm 50 against a 404 MMDS: hundreds of sockets to 169.254.169.254:80 in the sandbox, none on the host', async () => {
     const sb = await sandbox({ id: 'mmds-storm', mmds: true, envd: ['-mmds-addr', MMDS_ADDR, '-mmds-storm', '50'] });
-    const envd = await waitFor('the fake envd to run', () => envdPid(sb), 10_000);
+    const envd = await waitFor('the fake envd to run', () => envdPid(sb), { timeoutMs: 10_000 });
     const mmds = mmdsPid(sb);
     expect(mmds, sb.output()).toBeGreaterThan(0);
     // Both live in the sandbox's own network namespace, not the host's.
@@ -192,7 +193,7 @@ describe.skipIf(!canIsolate)('MMDS inside a sandbox', () => {
         last = tcpSockets(`/proc/${envd}`).filter(toMMDS);
         return last.length >= 500;
       },
-      5_000,
+      { timeoutMs: 5_000 },
     );
     const tookMs = Date.now() - started;
     // A little longer, to see it keep growing (the pollers never stop).
@@ -214,8 +215,8 @@ describe.skipIf(!canIsolate)('MMDS inside a sandbox', () => {
 
   it('one poller against an ok MMDS gets its opts and stops; envd goes on to READY', async () => {
     const sb = await sandbox({ id: 'mmds-ok', mmds: true, mmdsReply: 'ok', envd: ['-mmds-addr', MMDS_ADDR] });
-    await waitFor('envd to get its MMDS opts', () => sb.output().includes('fake-envd: mmds: got opts from http://169.254.169.254:80'), 10_000);
-    await waitFor('fake-envd: ready', () => sb.output().includes('fake-envd: ready'), 10_000);
+    await waitFor('envd to get its MMDS opts', () => sb.output().includes('fake-envd: mmds: got opts from http://169.254.169.254:80'), { timeoutMs: 10_000 });
+    await waitFor('fake-envd: ready', () => sb.output().includes('fake-envd: ready'), { timeoutMs: 10_000 });
     const d = await waitForState(collector, 'mmds-ok', 'ready', 20_000);
     expect(d.readiness).toMatchObject({ reportsPhases: true, ready: true });
 

@@ -7,7 +7,8 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { ROOT, startCollector, waitFor, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { waitFor } from '../support/wait.js';
 import { startSandbox, type Sandbox } from '../harness/sandbox.js';
 
 const addon = createRequire(import.meta.url)(path.join(ROOT, 'guest-probe/dist/vsockdiag.node')) as {

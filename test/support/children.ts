@@ -1,0 +1,72 @@
+// Children a test spawns must not outlive it, even when it fails half-way: a leaked
+// sleeper or fake envd would hold ports and pids for the tests after it, and a test that
+// waits on a hung child would hang the run.
+
+import type { ChildProcess } from 'node:child_process';
+import { afterAll, afterEach } from 'vitest';
+
+export interface ChildReaper {
+  /** Tracks `child` until it is reaped; returns it, so spawn(...) can be wrapped. */
+  track<T extends ChildProcess>(child: T): T;
+  /** SIGKILLs every tracked child still running, by pid, and waits for their exits. */
+  reap(): Promise<void>;
+}
+
+/**
+ * A reaper whose children are SIGKILLed after each test (vitest runs afterEach hooks on
+ * failure too), or after the file's last test with `{ after: 'all' }` for children that
+ * several tests share. Call it at the top of a file or of a describe block.
+ */
+export function childReaper({ after = 'each' }: { after?: 'each' | 'all' } = {}): ChildReaper {
+  const children: ChildProcess[] = [];
+  const reaper: ChildReaper = {
+    track(child) {
+      children.push(child);
+      return child;
+    },
+    async reap() {
+      await Promise.all(children.splice(0).map(kill));
+    },
+  };
+  (after === 'each' ? afterEach : afterAll)(() => reaper.reap());
+  return reaper;
+}
+
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  try {
+    process.kill(child.pid, 'SIGKILL');
+  } catch {
+    return; // gone already (ESRCH)
+  }
+  await exited;
+}
+
+/**
+ * Resolves once the child's `stream` has carried `text`. Fails after `timeoutMs`, or as soon
+ * as the child exits without it, with what it did print.
+ */
+export function waitForOutput(child: ChildProcess, stream: 'stdout' | 'stderr', text: string, timeoutMs = 10_000): Promise<void> {
+  const out = child[stream];
+  if (!out) return Promise.reject(new Error(`the child's ${stream} is not a pipe`));
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const done = (err?: Error) => {
+      clearTimeout(timer);
+      out.removeListener('data', onData);
+      child.removeListener('exit', onExit);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString();
+      if (seen.includes(text)) done();
+    };
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+      done(new Error(`exited (${signal ?? code}) before "${text}" on ${stream}: ${seen}`));
+    const timer = setTimeout(() => done(new Error(`no "${text}" on ${stream} within ${timeoutMs} ms; got: ${seen}`)), timeoutMs);
+    out.on('data', onData);
+    child.once('exit', onExit);
+  });
+}
