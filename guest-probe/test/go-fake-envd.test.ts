@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
-import { readGoroutines } from '../src/dumps/go/index.js';
+import { goroutinesText, readGoroutines } from '../src/dumps/go/index.js';
 import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from './go-binaries.js';
 
 const STORM = 20;
@@ -27,6 +27,14 @@ function run(args: string[]): { child: ChildProcess; stderr: () => string; exite
 async function until(what: string, cond: () => boolean, ms = 30_000): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function untilAsync(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -63,15 +71,15 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const envd = await hungEnvd();
     const pid = envd.child.pid!;
     // Read twice: once stopped (consistent even while the storm's goroutines run), once not.
-    const paused = readGoroutines(pid, { pause: true });
+    const paused = await readGoroutines(pid, { pause: true });
     expect(paused.complete).toBe(true);
     expect(paused.pausedMs).toBeGreaterThan(0);
     await until('the target to run again', () => state(pid) !== 'T');
-    const r = readGoroutines(pid);
+    const r = await readGoroutines(pid);
     expect(r.goVersion).toMatch(/^go1\.19\./);
 
     for (const read of [paused, r]) {
-      const dump = parseGoroutines(read.text);
+      const dump = parseGoroutines(goroutinesText(read));
       expect(dump.goroutines.length).toBe(read.goroutines);
       const main = dump.goroutines.find((g) => g.id === 1)!;
       expect(main.state).toBe('semacquire'); // sync.Mutex.Lock has no wait reason of its own in 1.19
@@ -92,11 +100,11 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     expect(state(pid)).not.toBe('T');
 
     // The same goroutines as the target's own dump; the parked ones byte for byte.
-    const again = readGoroutines(pid, { pause: true });
+    const again = await readGoroutines(pid, { pause: true });
     envd.child.kill('SIGQUIT');
     await envd.exited;
     const theirs = goroutineBlocks(envd.stderr());
-    const mine = goroutineBlocks(again.text);
+    const mine = goroutineBlocks(goroutinesText(again));
     const main = mine.get(1)!;
     expect(main.join('\n')).toBe(theirs.get(1)!.join('\n'));
     // The storm's pollers and what their HTTP requests start (connection loops, timeout
@@ -122,17 +130,18 @@ describe('fake envd (stripped, Debian go1.19)', () => {
   it('reads 10,000 goroutines quickly', async () => {
     const envd = await hungEnvd(['-idle-goroutines', '10000']);
     const pid = envd.child.pid!;
-    await until('10,000 goroutines', () => (readGoroutines(pid).goroutines ?? 0) >= 10_000);
+    await untilAsync('10,000 goroutines', async () => (await readGoroutines(pid)).goroutines >= 10_000);
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
-    const r = readGoroutines(pid);
+    const r = await readGoroutines(pid);
     const wall = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
     expect(r.goroutines).toBeGreaterThanOrEqual(10_000);
-    const dump = parseGoroutines(r.text);
+    const text = goroutinesText(r);
+    const dump = parseGoroutines(text);
     expect(dump.goroutines.length).toBe(r.goroutines);
     expect(dump.goroutines.filter((g) => g.frames.some((f) => f.func === 'main.parkedWorker')).length).toBe(10_000);
-    console.log(`10,000+ goroutines: ${r.goroutines} read in ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, ${(r.text.length / 1e6).toFixed(1)} MB of text`);
+    console.log(`10,000+ goroutines: ${r.goroutines} read in ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, ${(r.bytes / 1e6).toFixed(1)} MB of text`);
     // Generous: the machine is shared; the point is seconds, not minutes.
     expect(wall).toBeLessThan(15_000);
   }, 120_000);

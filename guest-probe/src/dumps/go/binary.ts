@@ -23,6 +23,8 @@ export interface SourceFrame {
 
 /** What a walk needs about one pc, computed once per distinct pc (goroutines share most). */
 export interface PcInfo {
+  /** The pc itself (a return address, or the exact pc of the innermost frame). */
+  pc: number;
   f: Func;
   name: string;
   /** pcsp at pc (-1: none). */
@@ -81,7 +83,7 @@ export class GoBinary {
     const f = this.findFunc(pc);
     if (!f) return undefined;
     const symPC = !trap && pc > f.entry ? pc - 1 : pc;
-    const info = { f, name: this.funcName(f), spDelta: this.pclntab.spDelta(f, pc), frames: this.sourceFrames(f, symPC), symPC };
+    const info = { pc, f, name: this.funcName(f), spDelta: this.pclntab.spDelta(f, pc), frames: this.sourceFrames(f, symPC), symPC };
     this.pcCache.set(key, info);
     return info;
   }
