@@ -94,6 +94,9 @@ describe.each(LIVE)('live $go $arch ($pkg)', (b) => {
     expect(r2.complete, r2.notes.join('\n')).toBe(true);
     t.child.kill('SIGQUIT');
     await t.exited;
+    // Its exit status is Go's for SIGQUIT (dump, then exit 2): the reads left its signal
+    // handling as it was.
+    expect(t.child.exitCode).toBe(2);
     const theirs = goroutineBlocks(t.stderr());
     const first = goroutineBlocks(text);
     const mine = goroutineBlocks(goroutinesText(r2));
