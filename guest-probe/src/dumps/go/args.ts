@@ -83,9 +83,16 @@ export function compileArgs(bin: GoBinary, f: Func, pc: number): ArgProgram {
   return steps;
 }
 
-/** Writes the arguments of a frame whose arguments start at argp. */
-export function writeArgs(w: ByteWriter, prog: ArgProgram, stack: StackReader, argp: number): void {
-  for (const s of prog) {
+/**
+ * Writes the arguments of a frame whose arguments start at fps[j] + extra (fp, and on arm64
+ * past the saved LR). Given as an index, not an address: a double passed to a call that is
+ * not inlined is boxed, once per frame of every goroutine.
+ */
+export function writeArgs(w: ByteWriter, prog: ArgProgram, stack: StackReader, fps: Float64Array, j: number, extra: number): void {
+  if (prog.length === 0) return;
+  const argp = fps[j]! + extra;
+  for (let i = 0; i < prog.length; i++) {
+    const s = prog[i]!;
     if (s.lit.length > 0) w.bytes(s.lit);
     if (s.off < 0) break;
     let lo = 0;
@@ -93,8 +100,8 @@ export function writeArgs(w: ByteWriter, prog: ArgProgram, stack: StackReader, a
     // Go reads past the frame without a check; from outside, a word off the stack is shown as 0.
     const at = stack.offset(argp + s.off, 8);
     if (at >= 0) {
-      lo = stack.buf.readUInt32LE(at);
-      hi = stack.buf.readUInt32LE(at + 4);
+      lo = stack.buf.readInt32LE(at);
+      hi = stack.buf.readInt32LE(at + 4);
     }
     if (s.size < 8) {
       if (s.size <= 4) {
@@ -102,7 +109,7 @@ export function writeArgs(w: ByteWriter, prog: ArgProgram, stack: StackReader, a
         if (s.size < 4) lo &= (1 << (s.size * 8)) - 1;
       } else hi &= (1 << ((s.size - 4) * 8)) - 1;
     }
-    w.hex64(lo >>> 0, hi >>> 0);
+    w.hex64(lo, hi);
     if (s.unsure) w.ascii('?');
   }
 }

@@ -49,8 +49,10 @@ export class GoBinary {
   /**
    * @param space where the module data is read: the live process (its pointers are
    *   relocated there) or, for static analysis, the file itself (the default)
+   * @param pclntabInto a buffer to read the pclntab into, when it is large enough (a
+   *   previous read's: see index.ts ReadBuffers)
    */
-  constructor(path: string, opts: { bias?: number; space?: AddressSpace } = {}) {
+  constructor(path: string, opts: { bias?: number; space?: AddressSpace; pclntabInto?: Buffer } = {}) {
     this.elf = new ElfFile(path);
     try {
       this.version = readGoVersion(this.elf);
@@ -60,7 +62,7 @@ export class GoBinary {
       this.moduledata = findModuleData(this.elf, space, this.bias, this.version.minor);
       const pcln = this.elf.section('.gopclntab');
       if (!pcln) throw new Error(`${path}: no .gopclntab`);
-      this.pclntab = new Pclntab(this.elf.sectionData(pcln), this.moduledata.text);
+      this.pclntab = new Pclntab(this.elf.sectionData(pcln, opts.pclntabInto), this.moduledata.text);
     } catch (err) {
       this.elf.close();
       throw err;

@@ -183,7 +183,6 @@ export class Printer {
         continue;
       }
       const p = this.printed(info);
-      const fp = walk.fps[j]!;
       for (let k = 0; k < n; k++, l++) {
         if (l < from || l >= to) continue;
         const f = p.frames[k]!;
@@ -192,11 +191,11 @@ export class Printer {
           continue;
         }
         w.bytes(f.head);
-        writeArgs(w, p.args, stack, fp + (this.usesLR ? 8 : 0));
+        writeArgs(w, p.args, stack, walk.fps, j, this.usesLR ? 8 : 0);
         w.bytes(f.mid);
-        w.hex(fp);
+        w.hexAt(walk.fps, j);
         w.ascii(' sp=');
-        w.hex(walk.sps[j]!);
+        w.hexAt(walk.sps, j);
         w.bytes(f.tail);
       }
     }

@@ -39,7 +39,7 @@ import { DEAD, NO_G, NO_STACK, Snapshot, sameSchedule, startSp } from './snapsho
 import { hex, u64 } from './space.js';
 import { StackReader } from './stack.js';
 import { ByteWriter, ChunkedText } from './text.js';
-import { Walk, walkStack } from './unwind.js';
+import { Walk, type WalkStart, walkStack } from './unwind.js';
 
 export { NotGoBinaryError } from './version.js';
 export { UnsupportedGoVersionError } from './layout.js';
@@ -106,6 +106,32 @@ const PAUSE_SNAPSHOT_BYTES = 64 * 1024 * 1024;
 const YIELD_MS = 20;
 
 /**
+ * The big buffers of a read (a few MiB: the pclntab, the batch snapshots, the text's staging
+ * and chunks), kept for the next read. Allocated afresh by every dump, they outlived the
+ * scavenges of the read, so each dump left its own on the old heap until a full collection:
+ * 3 MiB more RSS per dump. Held by a WeakRef, so a collection between dumps still frees them;
+ * a read takes them for itself, so two reads at once never share them.
+ */
+class ReadBuffers {
+  pclntab: Buffer | undefined;
+  readonly snap = new Snapshot();
+  readonly again = new Snapshot();
+  readonly staging = new ByteWriter();
+  readonly one = new ByteWriter(4096);
+  stackScratch: Buffer | undefined;
+  /** Spare chunks for a streamed text. */
+  readonly chunks: Buffer[] = [];
+}
+
+let spareBuffers: WeakRef<ReadBuffers> | undefined;
+
+function takeBuffers(): ReadBuffers {
+  const b = spareBuffers?.deref();
+  spareBuffers = undefined;
+  return b ?? new ReadBuffers();
+}
+
+/**
  * Reads every goroutine of Go process `pid`. Throws the errors exported here, each saying what
  * to change. Asynchronous: the read yields to the event loop every YIELD_MS of work, except
  * while the target is stopped (pause mode), which stays one short synchronous stretch.
@@ -122,14 +148,16 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
     probeElf.close();
   }
   const mem = new ProcessMemory(pid, procRoot);
+  const buffers = takeBuffers();
   let bin: GoBinary | undefined;
   let stopped = false;
   try {
-    bin = new GoBinary(exe, { bias, space: mem });
+    bin = new GoBinary(exe, { bias, space: mem, ...(buffers.pclntab ? { pclntabInto: buffers.pclntab } : {}) });
+    if (!buffers.pclntab || bin.pclntab.data.buffer !== buffers.pclntab.buffer) buffers.pclntab = bin.pclntab.data;
     const layout = layoutFor(bin.version.minor, bin.version.text);
     const loc: AllgsLocation | null = decodeAllgs(bin) ?? scanAllgs(bin, mem, layout);
     if (!loc) throw new Error(`${bin.version.text}: runtime.allgs not found (forEachGRace did not decode and no slice of g's was found in the data)`);
-    const r = new Reading(bin, mem, layout, opts);
+    const r = new Reading(bin, mem, layout, opts, buffers);
     r.notes.push(describeAllgs(loc));
     let pausedMs = 0;
     if (opts.pause) {
@@ -170,6 +198,7 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
     }
     bin?.close();
     mem.close();
+    spareBuffers = new WeakRef(buffers);
   }
 }
 
@@ -216,6 +245,10 @@ interface Outcome {
   walkError: string | undefined;
 }
 
+// The common outcomes, shared: nothing is allocated per goroutine for them.
+const WALKED: Outcome = { running: false, walkError: undefined };
+const ON_THREAD: Outcome = { running: true, walkError: undefined };
+
 /** One read of one process: the goroutines in allgs order, printed into `out`. */
 class Reading {
   readonly out: ChunkedText;
@@ -226,13 +259,14 @@ class Reading {
   private readonly stack: StackReader;
   private readonly walk = new Walk();
   private readonly rec: GoroutineRecord = { addr: 0, goid: 0, status: 0, waitreason: 0, waitsince: 0, m: 0, mId: null, lockedm: 0, gopc: 0, parentGoid: 0 };
+  private readonly start: WalkStart = { pc: 0, sp: 0, lr: 0 };
   private readonly mIds = new Map<number, number | null>();
   private readonly maxGoroutines: number;
   private readonly maxBytes: number;
   private readonly maxPhysical: number;
   private readonly noWindow = Buffer.alloc(0);
   /** The last goroutine printed, before it is kept (redo: one g read alone). */
-  private readonly one = new ByteWriter(4096);
+  private readonly one: ByteWriter;
   private n = 0;
   private stop = false;
   private onThread = 0;
@@ -245,10 +279,12 @@ class Reading {
     private readonly mem: ProcessMemory,
     private readonly layout: GLayout,
     opts: ReadGoroutinesOptions,
+    private readonly buffers: ReadBuffers,
   ) {
-    this.out = new ChunkedText(DUMP_CHUNK_BYTES, opts.onChunk);
+    this.out = new ChunkedText(DUMP_CHUNK_BYTES, opts.onChunk, buffers.chunks);
     this.printer = new Printer(bin, layout, Number(opts.nowNs ?? process.hrtime.bigint()));
-    this.stack = new StackReader(mem);
+    this.stack = new StackReader(mem, buffers.stackScratch);
+    this.one = buffers.one;
     this.maxGoroutines = opts.maxGoroutines ?? MAX_GOROUTINES;
     this.maxBytes = opts.maxBytes ?? Infinity;
     this.maxPhysical = layout.minor >= 21 ? MAX_PHYSICAL_121 : MAX_PHYSICAL_OLD;
@@ -266,9 +302,7 @@ class Reading {
   /** A running target: batch by batch, each goroutine confirmed unmoved after it was printed. */
   async readRunning(loc: AllgsLocation): Promise<void> {
     const arr = this.allgs(loc);
-    const snap = new Snapshot();
-    const again = new Snapshot();
-    const staging = new ByteWriter();
+    const { snap, again, staging } = this.buffers;
     const ends: number[] = [];
     const outcomes: Outcome[] = [];
     for (let from = 0; from < this.n && !this.stop; from += BATCH) {
@@ -308,6 +342,7 @@ class Reading {
    */
   readStopped(loc: AllgsLocation): Snapshot | null {
     const arr = this.allgs(loc);
+    // Its own snapshot: one of every g (MiBs for a large target) is not kept for the next read.
     const snap = new Snapshot();
     if (snap.read(this.mem, this.layout, arr, 0, this.n, Infinity, PAUSE_SNAPSHOT_BYTES)) {
       // m.id too: an m can be freed once the target runs on.
@@ -366,12 +401,16 @@ class Reading {
   /** Prints g k of the snapshot (a dead or unreadable one prints nothing). */
   private print(w: ByteWriter, snap: Snapshot, k: number): Outcome {
     const v = snap.window[k]!;
-    if (v === DEAD || v === NO_G) return { running: false, walkError: undefined };
-    return this.printG(w, snap.addrs[k]!, snap.hdr, k * this.layout.size, v === NO_STACK ? null : { buf: snap.stack, start: v, base: snap.base[k]!, len: snap.got[k]! });
+    if (v === DEAD || v === NO_G) return WALKED;
+    return this.printG(w, snap.addrs[k]!, snap.hdr, k * this.layout.size, v === NO_STACK ? null : snap.stack, v, snap.got[k]!);
   }
 
-  /** Prints the g whose bytes are at `o` in `b`, walking its stack from `window` (null: a running g, no walk). */
-  private printG(w: ByteWriter, addr: number, b: Buffer, o: number, window: { buf: Buffer; start: number; base: number; len: number } | null): Outcome {
+  /**
+   * Prints the g whose bytes are at `o` in `b`, walking its stack from the window of `winLen`
+   * bytes at `winStart` in `win` (the stack from the walk's start sp on); win null: a running
+   * g, no walk.
+   */
+  private printG(w: ByteWriter, addr: number, b: Buffer, o: number, win: Buffer | null, winStart: number, winLen: number): Outcome {
     const l = this.layout;
     const rec = this.rec;
     rec.addr = addr;
@@ -384,18 +423,26 @@ class Reading {
     rec.lockedm = u64(b, o + l.lockedm);
     rec.gopc = u64(b, o + l.gopc);
     rec.parentGoid = l.parentGoid >= 0 ? u64(b, o + l.parentGoid) : 0;
-    if (!window) {
+    if (!win) {
       this.printer.goroutine(w, rec, null, this.stack);
-      return { running: true, walkError: undefined };
+      return ON_THREAD;
     }
     const stack = this.stack;
-    stack.reset(u64(b, o + l.stackLo), u64(b, o + l.stackHi), window.buf, window.start, window.base, window.len);
+    stack.reset(u64(b, o + l.stackLo), u64(b, o + l.stackHi), win, winStart, startSp(b, o, l), winLen);
+    const start = this.start;
     const syscallsp = u64(b, o + l.syscallsp);
-    const start =
-      syscallsp !== 0 ? { pc: u64(b, o + l.syscallpc), sp: syscallsp, lr: 0 } : { pc: u64(b, o + l.schedPc), sp: u64(b, o + l.schedSp), lr: u64(b, o + l.schedLr) };
+    if (syscallsp !== 0) {
+      start.pc = u64(b, o + l.syscallpc);
+      start.sp = syscallsp;
+      start.lr = 0;
+    } else {
+      start.pc = u64(b, o + l.schedPc);
+      start.sp = u64(b, o + l.schedSp);
+      start.lr = u64(b, o + l.schedLr);
+    }
     walkStack(this.bin, stack, start, this.maxPhysical, this.walk);
     this.printer.goroutine(w, rec, this.walk, stack);
-    return { running: false, walkError: this.walk.error };
+    return this.walk.error === undefined ? WALKED : { running: false, walkError: this.walk.error };
   }
 
   private mId(m: number): number | null {
@@ -428,7 +475,7 @@ class Reading {
       if (st === G_STATUS.dead) return;
       w.reset();
       // No window: the walk reads the stack itself.
-      const o = this.printG(w, addr, g, 0, st === G_STATUS.running ? null : { buf: this.noWindow, start: 0, base: startSp(g, 0, l), len: 0 });
+      const o = this.printG(w, addr, g, 0, st === G_STATUS.running ? null : this.noWindow, 0, 0);
       const again = this.mem.read(addr, l.size);
       if (sameSchedule(l, g, 0, again, 0)) {
         this.keep(w.buf.subarray(0, w.pos), o);
@@ -478,8 +525,9 @@ class Reading {
     this.stop = true;
   }
 
-  /** The notes that sum the read up. */
+  /** The notes that sum the read up; the buffers that grew are kept. */
   finish(): void {
+    this.buffers.stackScratch = this.stack.scratch;
     if (this.unsettled > 0) this.notes.push(`${this.unsettled} goroutine(s) kept running while read; their stacks may be inconsistent`);
     if (this.walkErrors > 5) this.notes.push(`${this.walkErrors - 5} more goroutine(s) whose walk stopped early`);
     if (this.onThread > 0) {

@@ -19,10 +19,14 @@ export class StackReader {
   private start = 0;
   private base = 0;
   private len = 0;
-  private scratch: Buffer;
+  /** Where reads past a window go (it grows for a deep walk); a previous reader's may be given. */
+  scratch: Buffer;
 
-  constructor(private readonly space: AddressSpace & { readInto?(buf: Buffer, addr: number): void }) {
-    this.scratch = Buffer.allocUnsafe(CHUNK);
+  constructor(
+    private readonly space: AddressSpace & { readInto?(buf: Buffer, addr: number): void },
+    scratch?: Buffer,
+  ) {
+    this.scratch = scratch ?? Buffer.allocUnsafe(CHUNK);
     this.buf = this.scratch;
   }
 
@@ -36,15 +40,31 @@ export class StackReader {
     this.len = len;
   }
 
+  // word() and offset() are called for every frame of every goroutine: their fast path (the
+  // bytes are in the window, which lies inside [lo, hi)) is kept small enough to be inlined,
+  // so a stack address (a double: above 2^31) is not boxed on each call.
+
   /** The 8-byte word at addr (inside [lo, hi)). */
   word(addr: number): number {
-    // at() may move buf: take the offset first.
-    const off = this.at(addr, 8);
-    return u64(this.buf, off);
+    const off = addr - this.base;
+    if (off >= 0 && off + 8 <= this.len) return u64(this.buf, this.start + off);
+    return this.wordPast(addr);
   }
 
   /** Where [addr, addr+len) is in buf (read first if needed), or -1 when it is off the stack or does not read. */
   offset(addr: number, len: number): number {
+    const off = addr - this.base;
+    if (off >= 0 && off + len <= this.len) return this.start + off;
+    return this.offsetPast(addr, len);
+  }
+
+  private wordPast(addr: number): number {
+    // at() may move buf: take the offset first.
+    const at = this.at(addr, 8);
+    return u64(this.buf, at);
+  }
+
+  private offsetPast(addr: number, len: number): number {
     try {
       return this.at(addr, len);
     } catch {

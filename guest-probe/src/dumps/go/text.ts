@@ -52,10 +52,20 @@ export class ByteWriter {
 
   /** "0x" and n in lower-case hex, as Go's print(hex(n)) (n a non-negative integer below 2^53). */
   hex(n: number): void {
-    this.hex64(n >>> 0, Math.floor(n / 0x1_0000_0000));
+    this.hex64(n | 0, Math.floor(n / 0x1_0000_0000) | 0);
   }
 
-  /** "0x" and the 64-bit word (lo, hi as unsigned 32-bit halves) in hex. */
+  /** hex(a[i]): an address given by where it is, so that it is not boxed on the way in (see args.ts writeArgs). */
+  hexAt(a: Float64Array, i: number): void {
+    const n = a[i]!;
+    this.hex64(n | 0, Math.floor(n / 0x1_0000_0000) | 0);
+  }
+
+  /**
+   * "0x" and the 64-bit word whose 32-bit halves are lo and hi, in hex. The halves are taken as
+   * unsigned whatever their sign: pass them as int32 (x | 0, readInt32LE), which stay small
+   * integers, where an unsigned half above 2^31 would be a boxed double on every call.
+   */
   hex64(lo: number, hi: number): void {
     this.room(18);
     const buf = this.buf;
@@ -106,16 +116,17 @@ export function utf8(s: string): Buffer {
  */
 export class ChunkedText {
   private readonly kept: Buffer[] = [];
-  /** Streaming: filled chunks not handed out yet, and buffers free for reuse. */
+  /** Streaming: filled chunks not handed out yet. */
   private readonly full: Buffer[] = [];
-  private readonly spare: Buffer[] = [];
   private cur: Buffer | null = null;
   private pos = 0;
   bytes = 0;
 
+  /** @param spare streaming: buffers free for reuse (of chunkBytes each); handed-out ones go back there */
   constructor(
     private readonly chunkBytes: number,
     private readonly onChunk?: (chunk: Buffer) => Promise<void>,
+    private readonly spare: Buffer[] = [],
   ) {}
 
   append(b: Uint8Array): void {
@@ -142,7 +153,8 @@ export class ChunkedText {
 
   /** The rest of the text: handed out when streaming (and [] returned), else all of it. The last chunk is cut to what it holds. */
   async end(): Promise<Buffer[]> {
-    const last = this.cur?.subarray(0, this.pos);
+    const cur = this.cur;
+    const last = cur?.subarray(0, this.pos);
     this.cur = null;
     if (!this.onChunk) {
       if (last) this.kept[this.kept.length - 1] = last;
@@ -150,6 +162,7 @@ export class ChunkedText {
     }
     await this.flush();
     if (last && last.length > 0) await this.onChunk(last);
+    if (cur) this.spare.push(cur);
     return [];
   }
 

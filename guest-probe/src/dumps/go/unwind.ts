@@ -20,16 +20,18 @@ import type { StackReader } from './stack.js';
 /**
  * The physical frames of one walk, innermost first: each frame's pc facts (its source
  * frames, inlined calls first) and its sp and fp. One Walk is reused for every goroutine of a
- * dump (reset), so a walk allocates nothing per frame.
+ * dump (reset keeps its storage), so a walk allocates nothing per frame: sp and fp, stack
+ * addresses above 2^31, sit unboxed in Float64Arrays.
  */
 export class Walk {
   /** Physical frames walked. */
   physical = 0;
   /** Source frames (inlined calls included) over all physical frames. */
   logical = 0;
+  /** [0, physical) are this walk's. */
   readonly infos: PcInfo[] = [];
-  readonly sps: number[] = [];
-  readonly fps: number[] = [];
+  sps = new Float64Array(64);
+  fps = new Float64Array(64);
   /** The walk stopped at the bound (more frames exist). */
   cut = false;
   /** Why the walk stopped early, if it did not reach the top of the stack. */
@@ -38,19 +40,27 @@ export class Walk {
   reset(): void {
     this.physical = 0;
     this.logical = 0;
-    this.infos.length = 0;
-    this.sps.length = 0;
-    this.fps.length = 0;
     this.cut = false;
     this.error = undefined;
   }
 
   add(info: PcInfo, sp: number, fp: number): void {
-    this.infos.push(info);
-    this.sps.push(sp);
-    this.fps.push(fp);
-    this.physical++;
+    const n = this.physical;
+    if (n === this.sps.length) this.grow();
+    this.infos[n] = info;
+    this.sps[n] = sp;
+    this.fps[n] = fp;
+    this.physical = n + 1;
     this.logical += info.frames.length;
+  }
+
+  private grow(): void {
+    const sps = new Float64Array(this.sps.length * 2);
+    const fps = new Float64Array(this.fps.length * 2);
+    sps.set(this.sps);
+    fps.set(this.fps);
+    this.sps = sps;
+    this.fps = fps;
   }
 }
 
