@@ -109,7 +109,7 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const theirs = goroutineBlocks(envd.stderr());
     const mine = goroutineBlocks(goroutinesText(again));
     const main = mine.get(1)!;
-    expect(main.join('\n')).toBe(theirs.get(1)!.join('\n'));
+    expect(main).toEqual(theirs.get(1)); // line by line, so a difference shows as one
     // The storm's pollers and what their HTTP requests start (connection loops, timeout
     // timers) run between the read and the signal, so they may be elsewhere or gone by
     // then; the runtime's and main's own goroutines are parked and must be there, in the
