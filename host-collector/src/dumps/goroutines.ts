@@ -273,9 +273,10 @@ export function holdsGoroutineHeader(line: string): boolean {
 export function parseFileLine(line: string): { file: string; line: number } | undefined {
   const start = skipSpace(line, 0);
   if (start === 0) return undefined;
-  const lastLT = lastLineTerminator(line);
   // The file name holds no line terminator (it was ".+?").
   const fileEnd = firstLineTerminator(line, start);
+  // Where the last one is matters only after the indent: none there, none to look for.
+  const lastLT = fileEnd === line.length ? -1 : lastLineTerminator(line);
   for (let c = line.indexOf(':', start + 1); c >= 0 && c < fileEnd; c = line.indexOf(':', c + 1)) {
     const n = lineNumberAt(line, c, lastLT);
     if (n !== undefined) return { file: line.slice(start, c), line: n };
