@@ -2,8 +2,9 @@
 # Installs what a fresh machine (Node 20, npm, python3, make, g++) lacks: pnpm, and the
 # Debian packages the tests need (golang-go builds the fake envd; iproute2 and util-linux
 # make the simulated sandboxes' namespaces; gcc-aarch64-linux-gnu proves the addon
-# cross-compiles for arm64; chromium runs the dashboard's browser tests; mmdebstrap builds
-# the Debian image the boot tests boot with systemd-container's systemd-nspawn). Idempotent.
+# cross-compiles for arm64; qemu-user-static runs the arm64 Go binaries the Go reader's live
+# tests read; chromium runs the dashboard's browser tests; mmdebstrap builds the Debian image
+# the boot tests boot with systemd-container's systemd-nspawn). Idempotent.
 set -euo pipefail
 
 PNPM_VERSION=12.4.2
@@ -17,6 +18,7 @@ command -v go >/dev/null || need+=(golang-go)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v ip >/dev/null || need+=(iproute2)
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
 command -v chromium >/dev/null || need+=(chromium)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v systemd-nspawn >/dev/null || need+=(systemd-container)

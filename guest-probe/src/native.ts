@@ -61,6 +61,13 @@ export interface NativeAddon {
   diagAvailable(): boolean;
   /** FNV-1a 64 of the bytes, 16 hex digits (the launcher's code cache check). TypeError for a non-buffer. */
   checksum(bytes: Buffer | NodeJS.TypedArray): string;
+  /**
+   * process_vm_readv of `count` ranges of process `pid` (segs: [address, length] pairs) into
+   * `dst`, packed one after another; `got[i]` is set to the bytes range i gave (less than its
+   * length where it does not read). Throws an Error whose `code` is the errno name for
+   * anything but an unmapped range: ESRCH (gone), EPERM (no ptrace-attach right), … See memread.c.
+   */
+  memRead(pid: number, dst: Buffer, segs: Float64Array, count: number, got: Int32Array): void;
 }
 
 const ADDON_FILE = 'vsockdiag.node';

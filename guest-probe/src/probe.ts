@@ -10,7 +10,6 @@ import type net from 'node:net';
 import path from 'node:path';
 import {
   CLOCK_SLACK_MS,
-  DUMP_CHUNK_BYTES,
   MAX_NOTIFY_DATAGRAM,
   MAX_TEXT,
   PROTOCOL_VERSION,
@@ -33,7 +32,7 @@ import { KmsgReader } from './kmsg.js';
 import { FileFollower } from './logs/follow-file.js';
 import { JournalFollower } from './logs/journal.js';
 import { LogWatcher } from './logs/log-watcher.js';
-import { SigquitCapture, takeDump, tracebackEnded, waitForExit } from './dumps/index.js';
+import { SigquitCapture, dumpChunks, takeDump, tracebackEnded, waitForExit } from './dumps/index.js';
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
 import { phaseEvent } from './phases.js';
@@ -250,6 +249,13 @@ export class Probe {
     const pid = this.target.pid;
     this.inflight++;
     try {
+      let chunks = 0;
+      let bytes = 0;
+      // encodeMessage copies the chunk into its frame before send() returns.
+      const sendChunk = async (data: Buffer): Promise<void> => {
+        await channel.send({ type: 'dump.chunk', id: c.id, index: chunks++, data });
+        bytes += data.length;
+      };
       const r = await takeDump(
         { mode, destructive: c.destructive === true },
         {
@@ -260,13 +266,10 @@ export class Probe {
           exited: (p, signal) => this.targetExited(p, signal),
           stderrSource: this.config.command.length ? 'wrap' : this.config.logFile ? 'file' : this.config.journalUnit ? 'journal' : null,
           pump: () => this.file?.poll(),
+          sendChunk,
         },
       );
-      const data = Buffer.from(r.text, 'utf8');
-      let chunks = 0;
-      for (let at = 0; at < data.length; at += DUMP_CHUNK_BYTES) {
-        await channel.send({ type: 'dump.chunk', id: c.id, index: chunks++, data: data.subarray(at, at + DUMP_CHUNK_BYTES) });
-      }
+      for (const data of dumpChunks(r)) await sendChunk(data);
       return {
         ok: r.error === undefined,
         ...(r.error !== undefined ? { error: r.error.slice(0, MAX_TEXT) } : {}),
@@ -274,7 +277,7 @@ export class Probe {
           mode,
           source: r.source,
           complete: r.complete,
-          bytes: data.length,
+          bytes,
           chunks,
           ...((r.pid ?? pid) !== null ? { pid: (r.pid ?? pid)! } : {}),
           ...(r.note ? { note: r.note.slice(0, MAX_TEXT) } : {}),

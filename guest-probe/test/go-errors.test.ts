@@ -11,8 +11,8 @@ describe('Go reader errors', () => {
     const child = spawn('sleep', ['30'], { stdio: 'ignore' });
     try {
       await new Promise((r) => child.once('spawn', r));
-      expect(() => readGoroutines(child.pid!)).toThrow(NotGoBinaryError);
-      expect(() => readGoroutines(child.pid!)).toThrow(/is not a Go executable/);
+      await expect(readGoroutines(child.pid!)).rejects.toThrow(NotGoBinaryError);
+      await expect(readGoroutines(child.pid!)).rejects.toThrow(/is not a Go executable/);
       const mem = new ProcessMemory(child.pid!);
       try {
         expect(() => mem.read(0x1000, 8)).toThrow(UnreadableAddressError);
@@ -24,6 +24,6 @@ describe('Go reader errors', () => {
       child.kill('SIGKILL');
     }
     await new Promise((r) => child.once('exit', r));
-    expect(() => readGoroutines(child.pid!)).toThrow(TargetExitedError);
+    await expect(readGoroutines(child.pid!)).rejects.toThrow(TargetExitedError);
   });
 });

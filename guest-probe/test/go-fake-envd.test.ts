@@ -1,7 +1,9 @@
 // The Go reader on the fake envd built exactly as E2B builds envd (`go build -trimpath
 // -ldflags "-s -w -buildid="`, with the Go on PATH: Debian's go1.19 here), hung in its
 // cgroup-manager phase with an MMDS poll storm running: the live dump must name the hang
-// frame and the storm's creator, match the target's own SIGQUIT dump, and leave it running.
+// frame and the storm's creator, match the target's own SIGQUIT dump, and leave it running;
+// 10,000 goroutines read streamed without holding up the event loop; and a ready fake envd
+// goes on exactly as before after reads (goroutines, listener, exit status).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -9,8 +11,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../test/support/wait.js';
 import { childReaper } from '../../test/support/children.js';
+import { DUMP_CHUNK_BYTES } from '@vsockdiag/proto';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
-import { readGoroutines } from '../src/dumps/go/index.js';
+import { goroutinesText, readGoroutines } from '../src/dumps/go/index.js';
 import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from './go-binaries.js';
 
 const STORM = 20;
@@ -57,15 +60,15 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const envd = await hungEnvd();
     const pid = envd.child.pid!;
     // Read twice: once stopped (consistent even while the storm's goroutines run), once not.
-    const paused = readGoroutines(pid, { pause: true });
+    const paused = await readGoroutines(pid, { pause: true });
     expect(paused.complete).toBe(true);
     expect(paused.pausedMs).toBeGreaterThan(0);
     await waitFor('the target to run again', () => state(pid) !== 'T', { timeoutMs: 30_000 });
-    const r = readGoroutines(pid);
+    const r = await readGoroutines(pid);
     expect(r.goVersion).toMatch(/^go1\.19\./);
 
     for (const read of [paused, r]) {
-      const dump = parseGoroutines(read.text);
+      const dump = parseGoroutines(goroutinesText(read));
       expect(dump.goroutines.length).toBe(read.goroutines);
       const main = dump.goroutines.find((g) => g.id === 1)!;
       expect(main.state).toBe('semacquire'); // sync.Mutex.Lock has no wait reason of its own in 1.19
@@ -86,13 +89,13 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     expect(state(pid)).not.toBe('T');
 
     // The same goroutines as the target's own dump; the parked ones byte for byte.
-    const again = readGoroutines(pid, { pause: true });
+    const again = await readGoroutines(pid, { pause: true });
     envd.child.kill('SIGQUIT');
     await envd.exited;
     const theirs = goroutineBlocks(envd.stderr());
-    const mine = goroutineBlocks(again.text);
+    const mine = goroutineBlocks(goroutinesText(again));
     const main = mine.get(1)!;
-    expect(main.join('\n')).toBe(theirs.get(1)!.join('\n'));
+    expect(main).toEqual(theirs.get(1)); // line by line, so a difference shows as one
     // The storm's pollers and what their HTTP requests start (connection loops, timeout
     // timers) run between the read and the signal, so they may be elsewhere or gone by
     // then; the runtime's and main's own goroutines are parked and must be there, in the
@@ -113,21 +116,105 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     expect(compared).toBeGreaterThanOrEqual(5);
   }, 120_000);
 
-  it('reads 10,000 goroutines quickly', async () => {
+  it('reads 10,000 goroutines quickly, streamed through reused chunks, the event loop turning meanwhile', async () => {
     const envd = await hungEnvd(['-idle-goroutines', '10000']);
     const pid = envd.child.pid!;
-    await waitFor('10,000 goroutines', () => (readGoroutines(pid).goroutines ?? 0) >= 10_000, { timeoutMs: 30_000 });
+    await waitFor('10,000 goroutines', async () => (await readGoroutines(pid)).goroutines >= 10_000, { timeoutMs: 30_000 });
+    // A timer that runs only when the read gives the event loop a turn (a synchronous read,
+    // as it was, let none run: a 100,000-goroutine target would have cut the probe's session).
+    let turns = 0;
+    const timer = setInterval(() => turns++, 1);
+    const streamed: Buffer[] = [];
+    const buffers = new Set<ArrayBufferLike>();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
-    const r = readGoroutines(pid);
+    let r: Awaited<ReturnType<typeof readGoroutines>>;
+    try {
+      r = await readGoroutines(pid, {
+        // Resolved at once: the turns counted above are the reader's own.
+        onChunk: async (chunk) => {
+          streamed.push(Buffer.from(chunk));
+          buffers.add(chunk.buffer);
+        },
+      });
+    } finally {
+      clearInterval(timer);
+    }
     const wall = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
     expect(r.goroutines).toBeGreaterThanOrEqual(10_000);
-    const dump = parseGoroutines(r.text);
+    expect(turns).toBeGreaterThanOrEqual(3);
+    // Streamed: nothing left in the result; every chunk at most DUMP_CHUNK_BYTES, and a
+    // handful of buffers reused for all of them.
+    expect(r.chunks).toEqual([]);
+    expect(streamed.length).toBeGreaterThan(10);
+    for (const c of streamed) expect(c.length).toBeLessThanOrEqual(DUMP_CHUNK_BYTES);
+    expect(buffers.size).toBeLessThanOrEqual(4);
+    const text = Buffer.concat(streamed).toString('utf8');
+    expect(Buffer.byteLength(text)).toBe(r.bytes);
+    const dump = parseGoroutines(text);
     expect(dump.goroutines.length).toBe(r.goroutines);
     expect(dump.goroutines.filter((g) => g.frames.some((f) => f.func === 'main.parkedWorker')).length).toBe(10_000);
-    console.log(`10,000+ goroutines: ${r.goroutines} read in ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, ${(r.text.length / 1e6).toFixed(1)} MB of text`);
+    console.log(`10,000+ goroutines: ${r.goroutines} read in ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, ${(r.bytes / 1e6).toFixed(1)} MB of text, ${turns} event-loop turns`);
     // Generous: the machine is shared; the point is seconds, not minutes.
     expect(wall).toBeLessThan(15_000);
+
+    // Pause mode on the same target: complete, and the target runs again after it.
+    const paused = await readGoroutines(pid, { pause: true });
+    expect(paused.complete, paused.notes.join('\n')).toBe(true);
+    expect(paused.goroutines).toBeGreaterThanOrEqual(10_000);
+    expect(paused.pausedMs).toBeGreaterThan(0);
+    await waitFor('the target to run again', () => state(pid) !== 'T', { timeoutMs: 30_000 });
+  }, 120_000);
+
+  it('goes on exactly as before after reads: the same goroutines, its listener, its exit status', async () => {
+    // Two fake envds started alike, ready and serving; one is read (running and paused), the
+    // other is left alone: it says what "as before" is.
+    const start = async () => {
+      const port = await freePort();
+      const e = run(['-addr', '127.0.0.1', '-port', String(port), '-no-notify', '-idle-goroutines', '50']);
+      await waitFor('the fake envd to listen', () => e.stderr().includes('ready, listening on'), { timeoutMs: 30_000 });
+      return { ...e, port, status: new Promise<[number | null, string | null]>((res) => e.child.once('exit', (code, sig) => res([code, sig]))) };
+    };
+    const read = await start();
+    const control = await start();
+    const pid = read.child.pid!;
+    const headers = (text: string) => new Map([...goroutineBlocks(text)].map(([id, block]) => [id, block[0]!]));
+    const before = await readGoroutines(pid);
+    const paused = await readGoroutines(pid, { pause: true });
+    await waitFor('the target to run again', () => state(pid) !== 'T', { timeoutMs: 30_000 });
+    const after = await readGoroutines(pid);
+    for (const r of [before, paused, after]) expect(r.complete, r.notes.join('\n')).toBe(true);
+
+    // Its goroutines: the same goids, each in the same state (the header line, gp= and wait
+    // reason included), parked where it was (the same functions).
+    const h0 = headers(goroutinesText(before));
+    const h2 = headers(goroutinesText(after));
+    const blocks0 = goroutineBlocks(goroutinesText(before));
+    const blocks2 = goroutineBlocks(goroutinesText(after));
+    expect(h0.size).toBeGreaterThanOrEqual(50);
+    expect([...h2.keys()].sort((a, b) => a - b)).toEqual([...h0.keys()].sort((a, b) => a - b));
+    for (const [id, header] of h0) {
+      if (/\[(running|runnable)/.test(header) || /\[(running|runnable)/.test(h2.get(id)!)) continue;
+      expect(h2.get(id), `goroutine ${id}`).toBe(header);
+      expect(funcNames(blocks2.get(id)!), `goroutine ${id}`).toEqual(funcNames(blocks0.get(id)!));
+    }
+
+    // Its listener: still bound (LISTEN in /proc/net/tcp) and serving.
+    const listening = (port: number) =>
+      readFileSync(`/proc/${pid}/net/tcp`, 'latin1')
+        .split('\n')
+        .some((l) => l.trim().split(/\s+/)[1]?.endsWith(`:${port.toString(16).toUpperCase().padStart(4, '0')}`) && l.trim().split(/\s+/)[3] === '0A');
+    expect(listening(read.port)).toBe(true);
+    const health = await fetch(`http://127.0.0.1:${read.port}/health`, { signal: AbortSignal.timeout(10_000) });
+    expect(health.status).toBe(204);
+
+    // Its exit status: SIGTERM ends both the same way (exit 0, envd's handler ran).
+    read.child.kill('SIGTERM');
+    control.child.kill('SIGTERM');
+    const [mine, theirs] = await Promise.all([read.status, control.status]);
+    expect(theirs).toEqual([0, null]);
+    expect(mine).toEqual(theirs);
+    expect(read.stderr()).toContain('received SIGTERM, exiting');
   }, 120_000);
 });

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { analyzeDump } from '../src/dumps/analyze.js';
 import { detectDumpKind } from '../src/dumps/detect.js';
 import { holdsGoroutineHeader, parseFileLine, parseGoroutineHeader, parseGoroutines } from '../src/dumps/goroutines.js';
-import { MAX_DUMP_LINE_CHARS } from '../src/dumps/lines.js';
+import { MAX_DUMP_LINE_CHARS, firstLineTerminator, isBlank, lastLineTerminator, splitLines } from '../src/dumps/lines.js';
 import { parseStackLine, parseTaskLine, parseThreads, parseThreadsHeader } from '../src/dumps/threads.js';
 
 // The expressions as they were (host-collector/src/dumps before the fix).
@@ -97,6 +97,20 @@ describe('the scanners give what the old expressions gave', () => {
     for (const line of randomLines(3, '\t', pieces)) {
       const m = OLD.fileLine.exec(line);
       expect(parseFileLine(line), JSON.stringify(line)).toEqual(m ? { file: m[1], line: Number(m[2]) } : undefined);
+    }
+  });
+
+  it('lines, blank lines and the line-terminator scans (their fast paths)', () => {
+    const pieces = ['a', ' ', '\t', '\n', '\r\n', '\r', ':', ...ODD];
+    for (const text of randomLines(9, '', pieces, 2_000, 30)) {
+      expect(splitLines(text), JSON.stringify(text)).toEqual(text.split(/\r?\n/));
+      for (const line of text.split('\n')) {
+        expect(isBlank(line)).toBe(line.trim() === '');
+        expect(lastLineTerminator(line)).toBe(Math.max(...[...line].map((c, i) => (/[\n\r\u2028\u2029]/.test(c) ? i : -1)), -1));
+        const from = Math.floor(line.length / 2);
+        const first = [...line].findIndex((c, i) => i >= from && /[\n\r\u2028\u2029]/.test(c));
+        expect(firstLineTerminator(line, from)).toBe(first < 0 ? line.length : first);
+      }
     }
   });
 

@@ -3,6 +3,7 @@
 
 #include "checksum.h"
 #include "diag.h"
+#include "memread.h"
 #include "notify.h"
 #include "vsock.h"
 
@@ -15,6 +16,7 @@ static napi_value init(napi_env env, napi_value exports) {
   if (vsock_register(env, exports) != napi_ok) return NULL;
   if (diag_register(env, exports) != napi_ok) return NULL;
   if (checksum_register(env, exports) != napi_ok) return NULL;
+  if (memread_register(env, exports) != napi_ok) return NULL;
   return exports;
 }
 

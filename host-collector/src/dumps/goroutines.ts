@@ -43,12 +43,14 @@
 import { parseLabelsBlock, type Labels } from './labels.js';
 import {
   firstLineTerminator,
+  isBlank,
   isDigit,
   isLineTerminator,
   isSpace,
   lastLineTerminator,
   MAX_DUMP_LINE_CHARS,
   skipSpace,
+  splitLines,
   trimmedEnd,
 } from './lines.js';
 
@@ -271,9 +273,10 @@ export function holdsGoroutineHeader(line: string): boolean {
 export function parseFileLine(line: string): { file: string; line: number } | undefined {
   const start = skipSpace(line, 0);
   if (start === 0) return undefined;
-  const lastLT = lastLineTerminator(line);
   // The file name holds no line terminator (it was ".+?").
   const fileEnd = firstLineTerminator(line, start);
+  // Where the last one is matters only after the indent: none there, none to look for.
+  const lastLT = fileEnd === line.length ? -1 : lastLineTerminator(line);
   for (let c = line.indexOf(':', start + 1); c >= 0 && c < fileEnd; c = line.indexOf(':', c + 1)) {
     const n = lineNumberAt(line, c, lastLT);
     if (n !== undefined) return { file: line.slice(start, c), line: n };
@@ -321,7 +324,8 @@ export function packageOf(func: string): string {
   const dot = head.indexOf('.', slash + 1);
   if (dot < 0) return '';
   // The linker escapes dots in the last path element ("gopkg.in/yaml%2ev3").
-  return head.slice(0, dot).replace(/%2e/gi, '.');
+  const pkg = head.slice(0, dot);
+  return pkg.includes('%') ? pkg.replace(/%2e/gi, '.') : pkg;
 }
 
 /** Parses "pkg.Func(args)" into func and args; undefined when the line is not a function line. */
@@ -434,7 +438,7 @@ export function parseGoroutines(text: string): GoroutineDump {
 }
 
 function parseInto(dump: GoroutineDump, text: string): void {
-  const lines = stripJournalPrefix(text.split(/\r?\n/));
+  const lines = stripJournalPrefix(splitLines(text));
   // The count the parse is checked against: a scan of its own, sharing nothing but the test.
   for (const line of lines) if (line.charCodeAt(0) === 103 /* g */ && startsGoroutineHeader(line)) dump.headers++;
 
@@ -468,7 +472,7 @@ function parseInto(dump: GoroutineDump, text: string): void {
       lastSkipped = cur !== undefined;
       continue;
     }
-    if (line.trim() === '') {
+    if (isBlank(line)) {
       // Go separates goroutines with a blank line.
       cur = undefined;
       pending = undefined;

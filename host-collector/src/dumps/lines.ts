@@ -43,16 +43,39 @@ export function isDigit(c: number): boolean {
   return c >= 48 && c <= 57;
 }
 
+// The two scans below run on every line of a dump (180,000 for 10,000 goroutines): indexOf
+// and lastIndexOf search natively, several times faster than a loop over charCodeAt.
+
 /** Index of the first line terminator at or after `from`, or `line.length`. */
 export function firstLineTerminator(line: string, from: number): number {
-  for (let i = from; i < line.length; i++) if (isLineTerminator(line.charCodeAt(i))) return i;
-  return line.length;
+  let first = line.length;
+  for (const t of LINE_TERMINATORS) {
+    const i = line.indexOf(t, from);
+    if (i >= 0 && i < first) first = i;
+  }
+  return first;
 }
 
 /** Index of the last line terminator in `line`, or -1. */
 export function lastLineTerminator(line: string): number {
-  for (let i = line.length - 1; i >= 0; i--) if (isLineTerminator(line.charCodeAt(i))) return i;
-  return -1;
+  let last = -1;
+  for (const t of LINE_TERMINATORS) last = Math.max(last, line.lastIndexOf(t));
+  return last;
+}
+
+const LINE_TERMINATORS = ['\n', '\r', '\u2028', '\u2029'] as const;
+
+/** Whether the line is empty or all whitespace (as line.trim() === '', without the copy trim makes). */
+export function isBlank(line: string): boolean {
+  return skipSpace(line, 0) === line.length;
+}
+
+/**
+ * The text's lines, split at "\n" and "\r\n" (as text.split(/\r?\n/)): a plain split on "\n"
+ * when the text holds no "\r", which is several times faster than the expression.
+ */
+export function splitLines(text: string): string[] {
+  return text.includes('\r') ? text.split(/\r?\n/) : text.split('\n');
 }
 
 /** End of the run of whitespace starting at `from`. */

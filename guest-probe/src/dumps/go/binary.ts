@@ -23,6 +23,8 @@ export interface SourceFrame {
 
 /** What a walk needs about one pc, computed once per distinct pc (goroutines share most). */
 export interface PcInfo {
+  /** The pc itself (a return address, or the exact pc of the innermost frame). */
+  pc: number;
   f: Func;
   name: string;
   /** pcsp at pc (-1: none). */
@@ -47,8 +49,10 @@ export class GoBinary {
   /**
    * @param space where the module data is read: the live process (its pointers are
    *   relocated there) or, for static analysis, the file itself (the default)
+   * @param pclntabInto a buffer to read the pclntab into, when it is large enough (a
+   *   previous read's: see index.ts ReadBuffers)
    */
-  constructor(path: string, opts: { bias?: number; space?: AddressSpace } = {}) {
+  constructor(path: string, opts: { bias?: number; space?: AddressSpace; pclntabInto?: Buffer } = {}) {
     this.elf = new ElfFile(path);
     try {
       this.version = readGoVersion(this.elf);
@@ -58,7 +62,7 @@ export class GoBinary {
       this.moduledata = findModuleData(this.elf, space, this.bias, this.version.minor);
       const pcln = this.elf.section('.gopclntab');
       if (!pcln) throw new Error(`${path}: no .gopclntab`);
-      this.pclntab = new Pclntab(this.elf.sectionData(pcln), this.moduledata.text);
+      this.pclntab = new Pclntab(this.elf.sectionData(pcln, opts.pclntabInto), this.moduledata.text);
     } catch (err) {
       this.elf.close();
       throw err;
@@ -81,7 +85,7 @@ export class GoBinary {
     const f = this.findFunc(pc);
     if (!f) return undefined;
     const symPC = !trap && pc > f.entry ? pc - 1 : pc;
-    const info = { f, name: this.funcName(f), spDelta: this.pclntab.spDelta(f, pc), frames: this.sourceFrames(f, symPC), symPC };
+    const info = { pc, f, name: this.funcName(f), spDelta: this.pclntab.spDelta(f, pc), frames: this.sourceFrames(f, symPC), symPC };
     this.pcCache.set(key, info);
     return info;
   }

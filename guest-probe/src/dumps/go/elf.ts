@@ -69,9 +69,9 @@ export class ElfFile {
     this.fd = -1;
   }
 
-  /** Reads up to `len` bytes at file offset `pos` (shorter only at the end of the file). */
-  read(pos: number, len: number): Buffer {
-    const buf = Buffer.allocUnsafe(len);
+  /** Reads up to `len` bytes at file offset `pos` (shorter only at the end of the file), into `into` when it is large enough. */
+  read(pos: number, len: number, into?: Buffer): Buffer {
+    const buf = into && into.length >= len ? into.subarray(0, len) : Buffer.allocUnsafe(len);
     let got = 0;
     while (got < len) {
       const n = readSync(this.fd, buf, got, len - got, pos + got);
@@ -85,10 +85,10 @@ export class ElfFile {
     return this.sections.find((s) => s.name === name);
   }
 
-  /** The whole section's bytes; throws if it has none in the file. */
-  sectionData(s: ElfSection): Buffer {
+  /** The whole section's bytes (in `into` when it is large enough); throws if it has none in the file. */
+  sectionData(s: ElfSection, into?: Buffer): Buffer {
     if (s.nobits) throw new Error(`${this.path}: section ${s.name} has no bytes in the file`);
-    return this.read(s.offset, s.size);
+    return this.read(s.offset, s.size, into);
   }
 
   /** The file offset of link-time address `addr` (in some PT_LOAD's file part), or -1. */

@@ -1,33 +1,45 @@
 // The non-destructive goroutine dump of a live Go process: reads its memory from outside
-// (/proc/<pid>/mem), finds runtime.allgs without symbols, walks every goroutine's stack with
-// the pclntab and prints Go's own traceback text. The target keeps running and is told
-// nothing; it need not have been built with anything but a stock `go build` (stripped is fine).
+// (process_vm_readv through the addon, /proc/<pid>/mem for single reads), finds runtime.allgs
+// without symbols, walks every goroutine's stack with the pclntab and prints Go's own
+// traceback text. The target keeps running and is told nothing; it need not have been built
+// with anything but a stock `go build` (stripped is fine).
 //
 // Consistency without stopping the target: a parked goroutine's stack does not change while
-// it stays parked, so each g's header is read again after its stack was walked; if its
-// status, sched or stack bounds moved meanwhile it is walked again (a few times), and a
-// goroutine that never held still is left as read with a note, and the dump is not complete.
+// it stays parked. Goroutines are read in batches (snapshot.ts: the batch's g's, then the top
+// of each one's stack, two process_vm_readv calls), walked and printed, then the batch's g's
+// are read again; a g whose status, sched or stack bounds moved meanwhile is read and walked
+// again alone (a few times), and a goroutine that never held still is left as read with a
+// note, and the dump is not complete.
 // `pause: true` instead stops the whole process for the read (SIGSTOP, wait until every
-// thread is stopped, read, SIGCONT) and returns how long it was stopped. Who can see that:
+// thread is stopped, copy every g and its whole stack window, SIGCONT) and walks the copy
+// once the target runs again; it returns how long the target was stopped. Who can see that:
 // a parent waiting with WUNTRACED/WSTOPPED (systemd and Go's os/exec wait for exits only),
 // and the target itself only if it asked for SIGCONT with signal.Notify (envd does not).
 // A PTRACE_SEIZE+INTERRUPT stop would hide even that, but needs a native helper; not done.
+//
+// Cost (10,000 parked goroutines, 7 MiB of text): what depends on the pc alone is worked out
+// once per pc (format.ts), the text is written as bytes into chunks the probe sends as they
+// fill (text.ts: never one string), and the read gives the event loop a turn every YIELD_MS,
+// so the probe's heartbeats and other sessions go on during a read of any size.
 //
 // Entry point for the probe: readGoroutines(pid, options). It is heavy (pclntab parsing), so
 // the probe imports this module dynamically, only when a dump is asked for.
 
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
+import { DUMP_CHUNK_BYTES } from '@vsockdiag/proto';
 import { GoBinary } from './binary.js';
 import { type AllgsLocation, decodeAllgs, describeAllgs, scanAllgs } from './allgs.js';
 import { ElfFile } from './elf.js';
-import { type CreatedBy, type GoroutineRecord, formatGoroutine } from './format.js';
+import { type GoroutineRecord, Printer } from './format.js';
 import { G_STATUS, type GLayout, layoutFor } from './layout.js';
 import { ProcessMemory, TargetExitedError, UnreadableAddressError, exePath, loadBias } from './memory.js';
-import { printedFuncName } from './pclntab.js';
-import { type AddressSpace, hex, u64 } from './space.js';
-import { StackReader, StackScratch } from './stack.js';
-import { walkStack } from './unwind.js';
+import { DEAD, NO_G, NO_STACK, Snapshot, sameSchedule, startSp } from './snapshot.js';
+import { hex, u64 } from './space.js';
+import { StackReader } from './stack.js';
+import { ByteWriter, ChunkedText } from './text.js';
+import { Walk, type WalkStart, walkStack } from './unwind.js';
 
 export { NotGoBinaryError } from './version.js';
 export { UnsupportedGoVersionError } from './layout.js';
@@ -42,12 +54,23 @@ export interface ReadGoroutinesOptions {
   pause?: boolean;
   /** At most this many goroutines are printed (default 100,000); more: complete=false. */
   maxGoroutines?: number;
+  /** At most this many bytes of text, whole goroutines only (default: no bound); more: complete=false. */
+  maxBytes?: number;
   /** Go's nanotime() now (CLOCK_MONOTONIC, ns); default process.hrtime.bigint() (the same clock). */
   nowNs?: bigint;
+  /**
+   * Streams the text: called with each chunk once it is full, and with the last one at the
+   * end; the result's `chunks` is then empty. The buffer is reused once the promise resolves,
+   * so the handler must copy it (the probe's channel.send frames it at once).
+   */
+  onChunk?: (chunk: Buffer) => Promise<void>;
 }
 
 export interface GoroutinesRead {
-  text: string;
+  /** The text (UTF-8), in chunks of at most DUMP_CHUNK_BYTES ([] when streamed through onChunk). */
+  chunks: Buffer[];
+  /** Bytes of text in all. */
+  bytes: number;
   /** Goroutines printed. */
   goroutines: number;
   goVersion: string;
@@ -62,14 +85,58 @@ export interface GoroutinesRead {
   elapsedMs: number;
 }
 
+/** The text of a read as one string (for tests and small dumps; the probe sends the chunks). */
+export function goroutinesText(r: GoroutinesRead): string {
+  return Buffer.concat(r.chunks).toString('utf8');
+}
+
 const MAX_GOROUTINES = 100_000;
 const CONFIRM_TRIES = 3;
 /** Bound on physical frames walked per goroutine (Go 1.21+ prints the outer 50 of any depth). */
 const MAX_PHYSICAL_121 = 100_000;
 const MAX_PHYSICAL_OLD = 100;
+/** Goroutines read per batch of a running target: two process_vm_readv calls and a confirm. */
+const BATCH = 256;
+/** Stack bytes read with a batch per goroutine; a deeper walk reads on by itself. */
+const WINDOW_CAP = 16 * 1024;
+/** Pause mode copies every stack while the target is stopped, up to this much in all; a
+ *  larger target is walked while stopped instead (consistent, but a longer pause). */
+const PAUSE_SNAPSHOT_BYTES = 64 * 1024 * 1024;
+/** The read gives the probe's event loop a turn at least this often (heartbeats, other sessions). */
+const YIELD_MS = 20;
 
-/** Reads every goroutine of Go process `pid`. Throws the errors exported here, each saying what to change. */
-export function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): GoroutinesRead {
+/**
+ * The big buffers of a read (a few MiB: the pclntab, the batch snapshots, the text's staging
+ * and chunks), kept for the next read. Allocated afresh by every dump, they outlived the
+ * scavenges of the read, so each dump left its own on the old heap until a full collection:
+ * 3 MiB more RSS per dump. Held by a WeakRef, so a collection between dumps still frees them;
+ * a read takes them for itself, so two reads at once never share them.
+ */
+class ReadBuffers {
+  pclntab: Buffer | undefined;
+  readonly snap = new Snapshot();
+  readonly again = new Snapshot();
+  readonly staging = new ByteWriter();
+  readonly one = new ByteWriter(4096);
+  stackScratch: Buffer | undefined;
+  /** Spare chunks for a streamed text. */
+  readonly chunks: Buffer[] = [];
+}
+
+let spareBuffers: WeakRef<ReadBuffers> | undefined;
+
+function takeBuffers(): ReadBuffers {
+  const b = spareBuffers?.deref();
+  spareBuffers = undefined;
+  return b ?? new ReadBuffers();
+}
+
+/**
+ * Reads every goroutine of Go process `pid`. Throws the errors exported here, each saying what
+ * to change. Asynchronous: the read yields to the event loop every YIELD_MS of work, except
+ * while the target is stopped (pause mode), which stays one short synchronous stretch.
+ */
+export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): Promise<GoroutinesRead> {
   const t0 = performance.now();
   const procRoot = opts.procRoot ?? '/proc';
   const exe = opts.exe ?? exePath(pid, procRoot);
@@ -81,40 +148,44 @@ export function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): G
     probeElf.close();
   }
   const mem = new ProcessMemory(pid, procRoot);
+  const buffers = takeBuffers();
   let bin: GoBinary | undefined;
   let stopped = false;
-  let pauseStart = 0;
-  let pausedMs = 0;
   try {
-    bin = new GoBinary(exe, { bias, space: mem });
+    bin = new GoBinary(exe, { bias, space: mem, ...(buffers.pclntab ? { pclntabInto: buffers.pclntab } : {}) });
+    if (!buffers.pclntab || bin.pclntab.data.buffer !== buffers.pclntab.buffer) buffers.pclntab = bin.pclntab.data;
     const layout = layoutFor(bin.version.minor, bin.version.text);
-    const notes: string[] = [];
     const loc: AllgsLocation | null = decodeAllgs(bin) ?? scanAllgs(bin, mem, layout);
     if (!loc) throw new Error(`${bin.version.text}: runtime.allgs not found (forEachGRace did not decode and no slice of g's was found in the data)`);
-    notes.push(describeAllgs(loc));
+    const r = new Reading(bin, mem, layout, opts, buffers);
+    r.notes.push(describeAllgs(loc));
+    let pausedMs = 0;
     if (opts.pause) {
-      pauseStart = performance.now();
+      const pauseStart = performance.now();
       process.kill(pid, 'SIGSTOP');
       stopped = true;
       waitStopped(pid, procRoot);
-    }
-    const nowNs = opts.nowNs ?? process.hrtime.bigint();
-    const result = readAll(bin, mem, layout, loc, opts.maxGoroutines ?? MAX_GOROUTINES, nowNs, notes);
-    if (stopped) {
+      const snap = r.readStopped(loc);
       process.kill(pid, 'SIGCONT');
       stopped = false;
       pausedMs = performance.now() - pauseStart;
-      notes.push(`the target was stopped (SIGSTOP) for ${pausedMs.toFixed(1)} ms`);
+      r.notes.push(`the target was stopped (SIGSTOP) for ${pausedMs.toFixed(1)} ms`);
+      if (snap) await r.printSnapshot(snap);
+    } else {
+      await r.readRunning(loc);
     }
-    notes.push(`${mem.reads} reads of /proc/${pid}/mem`);
+    r.finish();
+    notesOfMemory(r.notes, mem);
+    const chunks = await r.out.end();
     return {
-      text: result.text,
-      goroutines: result.count,
+      chunks,
+      bytes: r.out.bytes,
+      goroutines: r.count,
       goVersion: bin.version.text,
       arch: bin.arch,
       pausedMs,
-      complete: result.complete,
-      notes,
+      complete: r.complete,
+      notes: r.notes,
       elapsedMs: performance.now() - t0,
     };
   } finally {
@@ -127,7 +198,15 @@ export function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): G
     }
     bin?.close();
     mem.close();
+    spareBuffers = new WeakRef(buffers);
   }
+}
+
+function notesOfMemory(notes: string[], mem: ProcessMemory): void {
+  const parts = [];
+  if (mem.batches > 0) parts.push(`${mem.ranges} ranges in ${mem.batches} process_vm_readv batches`);
+  if (mem.reads > 0) parts.push(`${mem.reads} reads of /proc/${mem.pid}/mem`);
+  if (parts.length > 0) notes.push(parts.join(', '));
 }
 
 const STOP_WAIT_MS = 2_000;
@@ -156,144 +235,310 @@ function waitStopped(pid: number, procRoot: string): void {
     }
     if (all) return;
     if (performance.now() > end) throw new Error(`process ${pid} did not stop within ${STOP_WAIT_MS} ms of SIGSTOP`);
-    Atomics.wait(sleeper, 0, 0, 1);
+    Atomics.wait(sleeper, 0, 0, 0.2);
   }
 }
 
-interface GFields {
-  raw: Buffer;
-  status: number;
-  goid: number;
+/** What a goroutine's text was made from, for the notes once it is kept. */
+interface Outcome {
+  running: boolean;
+  walkError: string | undefined;
 }
 
-function readAll(bin: GoBinary, mem: ProcessMemory, layout: GLayout, loc: AllgsLocation, max: number, nowNs: bigint, notes: string[]): { text: string; count: number; complete: boolean } {
-  let complete = true;
-  // allglen before allgptr: the runtime stores the pointer first, so every index below this
-  // length is valid in the array read next.
-  const n = u64(mem.read(loc.lenAddr, 8), 0);
-  const ptr = u64(mem.read(loc.ptrAddr, 8), 0);
-  if (n > 50_000_000 || (n > 0 && ptr === 0)) throw new Error(`allgs looks wrong: length ${n}, array ${hex(ptr)} (${describeAllgs(loc)})`);
-  const arr = n > 0 ? mem.read(ptr, 8 * n) : Buffer.alloc(0);
-  // Each goroutine is formatted as soon as it is walked, so its frames do not pile up.
-  const texts: string[] = [];
-  let running = 0;
-  const mIds = new Map<number, number | null>();
-  const scratch = new StackScratch();
-  let unsettled = 0;
-  let walkErrors = 0;
-  for (let i = 0; i < n; i++) {
-    const addr = u64(arr, 8 * i);
-    let g: GFields;
-    try {
-      g = readG(mem, layout, addr);
-    } catch (err) {
-      if (err instanceof UnreadableAddressError) {
-        notes.push(`allgs[${i}] = ${hex(addr)}: ${err.message}`);
-        complete = false;
+// The common outcomes, shared: nothing is allocated per goroutine for them.
+const WALKED: Outcome = { running: false, walkError: undefined };
+const ON_THREAD: Outcome = { running: true, walkError: undefined };
+
+/** One read of one process: the goroutines in allgs order, printed into `out`. */
+class Reading {
+  readonly out: ChunkedText;
+  readonly notes: string[] = [];
+  count = 0;
+  complete = true;
+  private readonly printer: Printer;
+  private readonly stack: StackReader;
+  private readonly walk = new Walk();
+  private readonly rec: GoroutineRecord = { addr: 0, goid: 0, status: 0, waitreason: 0, waitsince: 0, m: 0, mId: null, lockedm: 0, gopc: 0, parentGoid: 0 };
+  private readonly start: WalkStart = { pc: 0, sp: 0, lr: 0 };
+  private readonly mIds = new Map<number, number | null>();
+  private readonly maxGoroutines: number;
+  private readonly maxBytes: number;
+  private readonly maxPhysical: number;
+  private readonly noWindow = Buffer.alloc(0);
+  /** The last goroutine printed, before it is kept (redo: one g read alone). */
+  private readonly one: ByteWriter;
+  private n = 0;
+  private stop = false;
+  private onThread = 0;
+  private unsettled = 0;
+  private walkErrors = 0;
+  private lastYield = performance.now();
+
+  constructor(
+    private readonly bin: GoBinary,
+    private readonly mem: ProcessMemory,
+    private readonly layout: GLayout,
+    opts: ReadGoroutinesOptions,
+    private readonly buffers: ReadBuffers,
+  ) {
+    this.out = new ChunkedText(DUMP_CHUNK_BYTES, opts.onChunk, buffers.chunks);
+    this.printer = new Printer(bin, layout, Number(opts.nowNs ?? process.hrtime.bigint()));
+    this.stack = new StackReader(mem, buffers.stackScratch);
+    this.one = buffers.one;
+    this.maxGoroutines = opts.maxGoroutines ?? MAX_GOROUTINES;
+    this.maxBytes = opts.maxBytes ?? Infinity;
+    this.maxPhysical = layout.minor >= 21 ? MAX_PHYSICAL_121 : MAX_PHYSICAL_OLD;
+  }
+
+  /** allglen, then the array: the runtime stores the pointer first, so every index below this length is valid in the array read next. */
+  private allgs(loc: AllgsLocation): Buffer {
+    const n = u64(this.mem.read(loc.lenAddr, 8), 0);
+    const ptr = u64(this.mem.read(loc.ptrAddr, 8), 0);
+    if (n > 50_000_000 || (n > 0 && ptr === 0)) throw new Error(`allgs looks wrong: length ${n}, array ${hex(ptr)} (${describeAllgs(loc)})`);
+    this.n = n;
+    return n > 0 ? this.mem.read(ptr, 8 * n) : Buffer.alloc(0);
+  }
+
+  /** A running target: batch by batch, each goroutine confirmed unmoved after it was printed. */
+  async readRunning(loc: AllgsLocation): Promise<void> {
+    const arr = this.allgs(loc);
+    const { snap, again, staging } = this.buffers;
+    const ends: number[] = [];
+    const outcomes: Outcome[] = [];
+    for (let from = 0; from < this.n && !this.stop; from += BATCH) {
+      const count = Math.min(BATCH, this.n - from);
+      snap.read(this.mem, this.layout, arr, from, count, WINDOW_CAP);
+      staging.reset();
+      for (let k = 0; k < count; k++) {
+        outcomes[k] = this.print(staging, snap, k);
+        ends[k] = staging.pos;
+      }
+      // Confirm: each g must not have moved while its stack was read. (Only the g's: a
+      // window of 0 bytes reads nothing.)
+      again.read(this.mem, this.layout, arr, from, count, 0);
+      for (let k = 0, start = 0; k < count && !this.stop; start = ends[k]!, k++) {
+        const w = snap.window[k]!;
+        if (w === DEAD) continue;
+        if (w === NO_G) {
+          this.unreadable(from + k, snap.addrs[k]!);
+          continue;
+        }
+        if (again.window[k] !== NO_G && snap.same(k, again.hdr, k, this.layout)) {
+          this.keep(staging.buf.subarray(start, ends[k]), outcomes[k]!);
+          continue;
+        }
+        if (again.window[k] === DEAD) continue;
+        this.redo(from + k, snap.addrs[k]!);
+      }
+      await this.breathe();
+    }
+  }
+
+  /**
+   * Pause mode, while the target is stopped: every g and its whole stack window into one
+   * snapshot, printed once the target runs again. When the stacks are too large to copy, the
+   * goroutines are printed right here instead (the target stays stopped until done) and null
+   * is returned.
+   */
+  readStopped(loc: AllgsLocation): Snapshot | null {
+    const arr = this.allgs(loc);
+    // Its own snapshot: one of every g (MiBs for a large target) is not kept for the next read.
+    const snap = new Snapshot();
+    if (snap.read(this.mem, this.layout, arr, 0, this.n, Infinity, PAUSE_SNAPSHOT_BYTES)) {
+      // m.id too: an m can be freed once the target runs on.
+      for (let k = 0; k < this.n; k++) if (snap.window[k] !== NO_G) this.mId(u64(snap.hdr, k * this.layout.size + this.layout.m));
+      return snap;
+    }
+    this.notes.push(`the stacks take more than ${PAUSE_SNAPSHOT_BYTES} bytes: walked while the target was stopped`);
+    for (let from = 0; from < this.n && !this.stop; from += BATCH) {
+      const count = Math.min(BATCH, this.n - from);
+      snap.read(this.mem, this.layout, arr, from, count, WINDOW_CAP);
+      this.keepAll(snap, from);
+    }
+    return null;
+  }
+
+  /** Pause mode, after the target resumed: the snapshot printed (it needs no confirming). */
+  async printSnapshot(snap: Snapshot): Promise<void> {
+    const w = this.one;
+    for (let k = 0; k < snap.count && !this.stop; k++) {
+      const v = snap.window[k]!;
+      if (v === DEAD) continue;
+      if (v === NO_G) {
+        this.unreadable(k, snap.addrs[k]!);
         continue;
       }
-      throw err;
+      w.reset();
+      const o = this.print(w, snap, k);
+      this.keep(w.buf.subarray(0, w.pos), o);
+      if ((k & 63) === 0) await this.breathe();
     }
-    if ((g.status & ~G_STATUS.scan) === G_STATUS.dead) continue;
-    if (texts.length >= max) {
-      notes.push(`cut at ${max} goroutines (of ${n} in allgs, dead ones included)`);
-      complete = false;
-      break;
-    }
-    let rec: GoroutineRecord | null = record(bin, mem, scratch, layout, addr, g, mIds);
-    // Confirm: the g must not have moved while its stack was read.
-    for (let tries = 1; ; tries++) {
-      const again = readG(mem, layout, addr);
-      if (sameSchedule(layout, g.raw, again.raw)) break;
-      if ((again.status & ~G_STATUS.scan) === G_STATUS.dead) {
-        rec = null;
-        break;
+  }
+
+  private keepAll(snap: Snapshot, from: number): void {
+    const w = this.one;
+    for (let k = 0; k < snap.count && !this.stop; k++) {
+      const v = snap.window[k]!;
+      if (v === DEAD) continue;
+      if (v === NO_G) {
+        this.unreadable(from + k, snap.addrs[k]!);
+        continue;
       }
+      w.reset();
+      const o = this.print(w, snap, k);
+      this.keep(w.buf.subarray(0, w.pos), o);
+    }
+  }
+
+  /** Between goroutines (never while the target is stopped): streams what is done, and yields to the event loop now and then. */
+  private async breathe(): Promise<void> {
+    await this.out.flush();
+    if (performance.now() - this.lastYield < YIELD_MS) return;
+    await yieldToLoop();
+    this.lastYield = performance.now();
+  }
+
+  /** Prints g k of the snapshot (a dead or unreadable one prints nothing). */
+  private print(w: ByteWriter, snap: Snapshot, k: number): Outcome {
+    const v = snap.window[k]!;
+    if (v === DEAD || v === NO_G) return WALKED;
+    return this.printG(w, snap.addrs[k]!, snap.hdr, k * this.layout.size, v === NO_STACK ? null : snap.stack, v, snap.got[k]!);
+  }
+
+  /**
+   * Prints the g whose bytes are at `o` in `b`, walking its stack from the window of `winLen`
+   * bytes at `winStart` in `win` (the stack from the walk's start sp on); win null: a running
+   * g, no walk.
+   */
+  private printG(w: ByteWriter, addr: number, b: Buffer, o: number, win: Buffer | null, winStart: number, winLen: number): Outcome {
+    const l = this.layout;
+    const rec = this.rec;
+    rec.addr = addr;
+    rec.goid = u64(b, o + l.goid);
+    rec.status = b.readUInt32LE(o + l.atomicstatus);
+    rec.waitreason = b[o + l.waitreason] ?? 0;
+    rec.waitsince = u64(b, o + l.waitsince);
+    rec.m = u64(b, o + l.m);
+    rec.mId = rec.m === 0 ? null : this.mId(rec.m);
+    rec.lockedm = u64(b, o + l.lockedm);
+    rec.gopc = u64(b, o + l.gopc);
+    rec.parentGoid = l.parentGoid >= 0 ? u64(b, o + l.parentGoid) : 0;
+    if (!win) {
+      this.printer.goroutine(w, rec, null, this.stack);
+      return ON_THREAD;
+    }
+    const stack = this.stack;
+    stack.reset(u64(b, o + l.stackLo), u64(b, o + l.stackHi), win, winStart, startSp(b, o, l), winLen);
+    const start = this.start;
+    const syscallsp = u64(b, o + l.syscallsp);
+    if (syscallsp !== 0) {
+      start.pc = u64(b, o + l.syscallpc);
+      start.sp = syscallsp;
+      start.lr = 0;
+    } else {
+      start.pc = u64(b, o + l.schedPc);
+      start.sp = u64(b, o + l.schedSp);
+      start.lr = u64(b, o + l.schedLr);
+    }
+    walkStack(this.bin, stack, start, this.maxPhysical, this.walk);
+    this.printer.goroutine(w, rec, this.walk, stack);
+    return this.walk.error === undefined ? WALKED : { running: false, walkError: this.walk.error };
+  }
+
+  private mId(m: number): number | null {
+    let id = this.mIds.get(m);
+    if (id === undefined) {
+      try {
+        id = u64(this.mem.read(m + this.layout.mId, 8), 0);
+      } catch {
+        id = null;
+      }
+      this.mIds.set(m, id);
+    }
+    return id;
+  }
+
+  /** A g that moved while its batch was read: read and printed alone until it holds still. */
+  private redo(i: number, addr: number): void {
+    const l = this.layout;
+    const w = this.one;
+    let g: Buffer;
+    try {
+      g = this.mem.read(addr, l.size);
+    } catch (err) {
+      if (!(err instanceof UnreadableAddressError)) throw err;
+      this.unreadable(i, addr);
+      return;
+    }
+    for (let tries = 1; ; tries++) {
+      const st = g.readUInt32LE(l.atomicstatus) & ~G_STATUS.scan;
+      if (st === G_STATUS.dead) return;
+      w.reset();
+      // No window: the walk reads the stack itself.
+      const o = this.printG(w, addr, g, 0, st === G_STATUS.running ? null : this.noWindow, 0, 0);
+      const again = this.mem.read(addr, l.size);
+      if (sameSchedule(l, g, 0, again, 0)) {
+        this.keep(w.buf.subarray(0, w.pos), o);
+        return;
+      }
+      if ((again.readUInt32LE(l.atomicstatus) & ~G_STATUS.scan) === G_STATUS.dead) return;
       if (tries >= CONFIRM_TRIES) {
-        unsettled++;
-        complete = false;
-        break;
+        this.unsettled++;
+        this.complete = false;
+        this.keep(w.buf.subarray(0, w.pos), o);
+        return;
       }
       g = again;
-      rec = record(bin, mem, scratch, layout, addr, g, mIds);
     }
-    if (!rec) continue;
-    if (rec.walk?.error) {
-      walkErrors++;
-      complete = false;
-      if (walkErrors <= 5) notes.push(`goroutine ${rec.goid}: stack walk stopped: ${rec.walk.error}`);
+  }
+
+  private unreadable(i: number, addr: number): void {
+    this.notes.push(`allgs[${i}] = ${hex(addr)}: ${new UnreadableAddressError(addr, this.layout.size).message}`);
+    this.complete = false;
+  }
+
+  /** Adds a printed goroutine to the text, unless a bound is reached (then the read stops). */
+  private keep(text: Buffer, o: Outcome): void {
+    if (this.count >= this.maxGoroutines) {
+      this.notes.push(`cut at ${this.maxGoroutines} goroutines (of ${this.n} in allgs, dead ones included)`);
+      return this.cut();
     }
-    if (rec.walk === null) running++;
-    texts.push(formatGoroutine(layout, rec, nowNs));
-  }
-  if (unsettled > 0) notes.push(`${unsettled} goroutine(s) kept running while read; their stacks may be inconsistent`);
-  if (walkErrors > 5) notes.push(`${walkErrors - 5} more goroutine(s) whose walk stopped early`);
-  if (running > 0) notes.push(`${running} goroutine(s) running on a thread: their registers are not readable from outside, so no stack (as Go prints for other threads)`);
-  return { text: texts.join('\n'), count: texts.length, complete };
-}
-
-function readG(mem: AddressSpace, layout: GLayout, addr: number): GFields {
-  const raw = mem.read(addr, layout.size);
-  return { raw, status: raw.readUInt32LE(layout.atomicstatus), goid: u64(raw, layout.goid) };
-}
-
-/** Fields that change when a goroutine runs or its stack moves. */
-function sameSchedule(l: GLayout, a: Buffer, b: Buffer): boolean {
-  for (const off of [l.stackLo, l.stackHi, l.schedSp, l.schedPc, l.syscallsp, l.syscallpc]) {
-    if (u64(a, off) !== u64(b, off)) return false;
-  }
-  return a.readUInt32LE(l.atomicstatus) === b.readUInt32LE(l.atomicstatus);
-}
-
-function record(bin: GoBinary, mem: ProcessMemory, scratch: StackScratch, l: GLayout, addr: number, g: GFields, mIds: Map<number, number | null>): GoroutineRecord {
-  const b = g.raw;
-  const m = u64(b, l.m);
-  let mId: number | null = null;
-  if (m !== 0) {
-    if (!mIds.has(m)) {
-      try {
-        mIds.set(m, u64(mem.read(m + l.mId, 8), 0));
-      } catch {
-        mIds.set(m, null);
-      }
+    const sep = this.count > 0 ? 1 : 0;
+    if (this.out.bytes + sep + text.length > this.maxBytes) {
+      this.notes.push(`cut at ${this.maxBytes} bytes, after ${this.count} goroutines (of ${this.n} in allgs, dead ones included)`);
+      return this.cut();
     }
-    mId = mIds.get(m) ?? null;
+    // Goroutines are separated by a blank line, as Go separates them.
+    if (sep) this.out.append(NEWLINE);
+    this.out.append(text);
+    this.count++;
+    if (o.running) this.onThread++;
+    if (o.walkError !== undefined) {
+      this.walkErrors++;
+      this.complete = false;
+      if (this.walkErrors <= 5) this.notes.push(`goroutine ${goidOf(text)}: stack walk stopped: ${o.walkError}`);
+    }
   }
-  const status = g.status & ~G_STATUS.scan;
-  let walk = null;
-  if (status !== G_STATUS.running) {
-    const syscallsp = u64(b, l.syscallsp);
-    const start = syscallsp !== 0 ? { pc: u64(b, l.syscallpc), sp: syscallsp, lr: 0 } : { pc: u64(b, l.schedPc), sp: u64(b, l.schedSp), lr: u64(b, l.schedLr) };
-    const stack = new StackReader(mem, scratch, u64(b, l.stackLo), u64(b, l.stackHi));
-    walk = walkStack(bin, stack, start, l.minor >= 21 ? MAX_PHYSICAL_121 : MAX_PHYSICAL_OLD);
+
+  private cut(): void {
+    this.complete = false;
+    this.stop = true;
   }
-  return {
-    addr,
-    goid: g.goid,
-    status: g.status,
-    waitreason: b[l.waitreason] ?? 0,
-    waitsince: u64(b, l.waitsince),
-    m,
-    mId,
-    lockedm: u64(b, l.lockedm),
-    walk,
-    createdBy: createdBy(bin, l, b),
-  };
+
+  /** The notes that sum the read up; the buffers that grew are kept. */
+  finish(): void {
+    this.buffers.stackScratch = this.stack.scratch;
+    if (this.unsettled > 0) this.notes.push(`${this.unsettled} goroutine(s) kept running while read; their stacks may be inconsistent`);
+    if (this.walkErrors > 5) this.notes.push(`${this.walkErrors - 5} more goroutine(s) whose walk stopped early`);
+    if (this.onThread > 0) {
+      this.notes.push(`${this.onThread} goroutine(s) running on a thread: their registers are not readable from outside, so no stack (as Go prints for other threads)`);
+    }
+  }
 }
 
-/** printcreatedby: the function holding gopc, its line at the CALL (gopc - quantum). */
-function createdBy(bin: GoBinary, l: GLayout, b: Buffer): CreatedBy | null {
-  const gopc = u64(b, l.gopc);
-  const f = bin.findFunc(gopc);
-  if (!f) return null;
-  const tracepc = gopc > f.entry ? gopc - bin.pclntab.quantum : gopc;
-  const { file, line } = bin.pclntab.fileLine(f, tracepc);
-  return {
-    name: printedFuncName(bin.funcName(f)),
-    file,
-    line,
-    offset: gopc > f.entry ? gopc - f.entry : null,
-    goid: l.parentGoid >= 0 ? u64(b, l.parentGoid) : 0,
-  };
-}
+const NEWLINE = Buffer.from('\n');
 
+/** The N of "goroutine N …" at the start of a goroutine's text. */
+function goidOf(text: Buffer): string {
+  return /^goroutine (\d+)/.exec(text.toString('latin1', 0, 40))?.[1] ?? '?';
+}

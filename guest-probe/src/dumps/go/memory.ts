@@ -1,10 +1,12 @@
-// A live process's memory, read through /proc/<pid>/mem with pread: the kernel copies from
-// the target's pages without stopping it or telling it (the target sees nothing). Opening
-// the file needs ptrace-attach rights over the target. Errors are turned into ones that say
-// what to change.
+// A live process's memory, read through /proc/<pid>/mem with pread, and many ranges at once
+// with process_vm_readv (the addon's memRead): either way the kernel copies from the target's
+// pages without stopping it or telling it (the target sees nothing). Both need ptrace-attach
+// rights over the target; opening the file checks them up front. Errors are turned into ones
+// that say what to change.
 
 import { closeSync, openSync, readFileSync, readSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
+import { type NativeAddon, loadNative } from '../../native.js';
 import type { ElfFile } from './elf.js';
 import { type AddressSpace, hex } from './space.js';
 
@@ -27,17 +29,38 @@ export const PTRACE_HINT =
 
 export class ProcessMemory implements AddressSpace {
   private fd: number;
+  private readonly native: NativeAddon;
   /** Number of pread calls made (for the caller's notes and tests). */
   reads = 0;
+  /** readMany calls, and the ranges they read. */
+  batches = 0;
+  ranges = 0;
 
   constructor(
     readonly pid: number,
     readonly procRoot = '/proc',
   ) {
+    this.native = loadNative();
     try {
       this.fd = openSync(path.join(procRoot, String(pid), 'mem'), 'r');
     } catch (err) {
       throw translate(err, pid);
+    }
+  }
+
+  /**
+   * Reads `count` ranges (segs: [address, length] pairs) into dst, packed one after another;
+   * got[i] is the bytes range i gave, less than its length where it does not read.
+   * procRoot is not used here: process_vm_readv takes the pid in this process's namespace.
+   */
+  readMany(dst: Buffer, segs: Float64Array, count: number, got: Int32Array): void {
+    if (count === 0) return;
+    this.batches++;
+    this.ranges += count;
+    try {
+      this.native.memRead(this.pid, dst, segs, count, got);
+    } catch (err) {
+      throw translate(err, this.pid);
     }
   }
 

@@ -1,61 +1,96 @@
-// One goroutine's stack, read lazily: a parked goroutine's frames sit between its saved sp
-// and stack.hi, usually a few KiB, so the first read (FIRST bytes from sp) mostly holds the
-// whole walk; a deeper walk reads on in CHUNK steps. Reads go into one scratch buffer that a
-// whole dump shares (goroutines are walked one at a time), so 10,000 goroutines do not
-// allocate 10,000 stack copies.
+// One goroutine's stack, as the walk reads it: a parked goroutine's frames sit between its
+// saved sp and stack.hi, usually well under a KiB, so the caller reads that window for a whole
+// batch of goroutines at once (index.ts) and hands each goroutine its part; a walk that goes
+// past it reads on from the process in CHUNK steps, into one scratch buffer that a whole
+// dump shares (goroutines are walked one at a time). One reader is reused for every
+// goroutine (reset), so 10,000 goroutines allocate no stack copies and no readers.
 
 import { type AddressSpace, hex, u64 } from './space.js';
 
-const FIRST = 4 * 1024;
 const CHUNK = 64 * 1024;
 
 export class StackOutOfBoundsError extends Error {}
 
-/** The scratch buffer; one per dump. */
-export class StackScratch {
-  buf = Buffer.allocUnsafe(CHUNK);
-}
-
 export class StackReader {
+  lo = 0;
+  hi = 0;
+  /** The bytes at [base, base + len), at `start` in buf. */
+  buf: Buffer;
+  private start = 0;
   private base = 0;
   private len = 0;
-  private reads = 0;
+  /** Where reads past a window go (it grows for a deep walk); a previous reader's may be given. */
+  scratch: Buffer;
 
   constructor(
     private readonly space: AddressSpace & { readInto?(buf: Buffer, addr: number): void },
-    private readonly scratch: StackScratch,
-    readonly lo: number,
-    readonly hi: number,
-  ) {}
+    scratch?: Buffer,
+  ) {
+    this.scratch = scratch ?? Buffer.allocUnsafe(CHUNK);
+    this.buf = this.scratch;
+  }
+
+  /** A new goroutine with stack [lo, hi), whose bytes [base, base + len) are at `start` in `window`. */
+  reset(lo: number, hi: number, window: Buffer, start: number, base: number, len: number): void {
+    this.lo = lo;
+    this.hi = hi;
+    this.buf = window;
+    this.start = start;
+    this.base = base;
+    this.len = len;
+  }
+
+  // word() and offset() are called for every frame of every goroutine: their fast path (the
+  // bytes are in the window, which lies inside [lo, hi)) is kept small enough to be inlined,
+  // so a stack address (a double: above 2^31) is not boxed on each call.
 
   /** The 8-byte word at addr (inside [lo, hi)). */
   word(addr: number): number {
-    const off = this.at(addr, 8);
-    return u64(this.scratch.buf, off);
+    const off = addr - this.base;
+    if (off >= 0 && off + 8 <= this.len) return u64(this.buf, this.start + off);
+    return this.wordPast(addr);
   }
 
-  /** As a bigint, for printing argument words whole. */
-  bigWord(addr: number): bigint {
-    const off = this.at(addr, 8);
-    return this.scratch.buf.readBigUInt64LE(off);
+  /** Where [addr, addr+len) is in buf (read first if needed), or -1 when it is off the stack or does not read. */
+  offset(addr: number, len: number): number {
+    const off = addr - this.base;
+    if (off >= 0 && off + len <= this.len) return this.start + off;
+    return this.offsetPast(addr, len);
   }
 
-  /** Offset of [addr, addr+len) in the scratch buffer, reading it first if needed. */
+  private wordPast(addr: number): number {
+    // at() may move buf: take the offset first.
+    const at = this.at(addr, 8);
+    return u64(this.buf, at);
+  }
+
+  private offsetPast(addr: number, len: number): number {
+    try {
+      return this.at(addr, len);
+    } catch {
+      return -1;
+    }
+  }
+
+  /** Offset of [addr, addr+len) in buf, reading it first if needed. */
   private at(addr: number, len: number): number {
     if (addr < this.lo || addr + len > this.hi) {
       throw new StackOutOfBoundsError(`stack read at ${hex(addr)} is outside the goroutine's stack [${hex(this.lo)}, ${hex(this.hi)})`);
     }
     if (addr < this.base || addr + len > this.base + this.len) {
       const start = Math.max(this.lo, addr - (addr % 8));
-      const want = this.reads++ === 0 ? FIRST : CHUNK;
-      const end = Math.min(this.hi, Math.max(addr + len, start + want));
-      if (end - start > this.scratch.buf.length) this.scratch.buf = Buffer.allocUnsafe(end - start);
-      const view = this.scratch.buf.subarray(0, end - start);
+      const end = Math.min(this.hi, Math.max(addr + len, start + CHUNK));
+      if (end - start > this.scratch.length) this.scratch = Buffer.allocUnsafe(end - start);
+      const view = this.scratch.subarray(0, end - start);
+      // Not read: the window is lost (an error from here stops this goroutine's walk).
+      this.len = 0;
       if (this.space.readInto) this.space.readInto(view, start);
       else this.space.read(start, end - start).copy(view);
+      this.buf = this.scratch;
+      this.start = 0;
       this.base = start;
       this.len = end - start;
     }
-    return addr - this.base;
+    return this.start + addr - this.base;
   }
 }

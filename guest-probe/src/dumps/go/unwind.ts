@@ -10,38 +10,58 @@
 //
 // Each physical frame is symbolised at its call instruction (pc-1, unless the frame was
 // entered by an injected call: sigpanic, asyncPreempt, debugCallV2), expanding inlined
-// calls, and its arguments are printed from FUNCDATA_ArgInfo as printArgs does.
+// calls (GoBinary.pcInfo, cached per pc); format.ts prints the frames and their arguments.
 
 import type { GoBinary, PcInfo } from './binary.js';
-import { FUNCDATA_ArgInfo, FUNCDATA_ArgLiveInfo, type Func, FuncFlagSPWrite, FuncFlagTopFrame, PCDATA_ArgLiveIndex, printedFuncName } from './pclntab.js';
+import { FuncFlagSPWrite, FuncFlagTopFrame } from './pclntab.js';
 import { hex } from './space.js';
 import type { StackReader } from './stack.js';
 
-export interface LogicalFrame {
-  /** As Go prints it (generic shapes as [...], runtime.gopanic as panic). */
-  name: string;
-  /** As stored in the pclntab. */
-  rawName: string;
-  file: string;
-  line: number;
-  inlined: boolean;
-  /** Text between the parentheses: "..." for inlined calls. */
-  args: string;
-  /** The physical frame's registers, and pc - entry when pc > entry (else null). */
-  pc: number;
-  sp: number;
-  fp: number;
-  offset: number | null;
-}
-
-export interface Walk {
-  frames: LogicalFrame[];
+/**
+ * The physical frames of one walk, innermost first: each frame's pc facts (its source
+ * frames, inlined calls first) and its sp and fp. One Walk is reused for every goroutine of a
+ * dump (reset keeps its storage), so a walk allocates nothing per frame: sp and fp, stack
+ * addresses above 2^31, sit unboxed in Float64Arrays.
+ */
+export class Walk {
   /** Physical frames walked. */
-  physical: number;
+  physical = 0;
+  /** Source frames (inlined calls included) over all physical frames. */
+  logical = 0;
+  /** [0, physical) are this walk's. */
+  readonly infos: PcInfo[] = [];
+  sps = new Float64Array(64);
+  fps = new Float64Array(64);
   /** The walk stopped at the bound (more frames exist). */
-  cut: boolean;
+  cut = false;
   /** Why the walk stopped early, if it did not reach the top of the stack. */
-  error?: string;
+  error: string | undefined;
+
+  reset(): void {
+    this.physical = 0;
+    this.logical = 0;
+    this.cut = false;
+    this.error = undefined;
+  }
+
+  add(info: PcInfo, sp: number, fp: number): void {
+    const n = this.physical;
+    if (n === this.sps.length) this.grow();
+    this.infos[n] = info;
+    this.sps[n] = sp;
+    this.fps[n] = fp;
+    this.physical = n + 1;
+    this.logical += info.frames.length;
+  }
+
+  private grow(): void {
+    const sps = new Float64Array(this.sps.length * 2);
+    const fps = new Float64Array(this.fps.length * 2);
+    sps.set(this.sps);
+    fps.set(this.fps);
+    this.sps = sps;
+    this.fps = fps;
+  }
 }
 
 export interface WalkStart {
@@ -53,14 +73,14 @@ export interface WalkStart {
 
 const INJECTED = new Set(['runtime.sigpanic', 'runtime.asyncPreempt', 'runtime.debugCallV2']);
 
-export function walkStack(bin: GoBinary, stack: StackReader, start: WalkStart, maxPhysical: number): Walk {
+/** Walks from `start` into `out` (reset first). */
+export function walkStack(bin: GoBinary, stack: StackReader, start: WalkStart, maxPhysical: number, out: Walk): void {
+  out.reset();
   const usesLR = bin.arch === 'arm64';
-  const frames: LogicalFrame[] = [];
   let pc = start.pc;
   let sp = start.sp;
   let lr = usesLR ? start.lr : 0;
   let trap = false;
-  let physical = 0;
   try {
     if (pc === 0) {
       // A nil function call: start in the caller's frame.
@@ -69,11 +89,20 @@ export function walkStack(bin: GoBinary, stack: StackReader, start: WalkStart, m
       else sp += 8;
     }
     for (let innermost = true; ; innermost = false) {
-      if (physical >= maxPhysical) return { frames, physical, cut: true };
+      if (out.physical >= maxPhysical) {
+        out.cut = true;
+        return;
+      }
       const info = bin.pcInfo(pc, trap);
-      if (!info) return { frames, physical, cut: false, error: `unknown pc ${hex(pc)}` };
+      if (!info) {
+        out.error = `unknown pc ${hex(pc)}`;
+        return;
+      }
       const f = info.f;
-      if (info.spDelta < 0) return { frames, physical, cut: false, error: `no SP delta for ${info.name} at ${hex(pc)}` };
+      if (info.spDelta < 0) {
+        out.error = `no SP delta for ${info.name} at ${hex(pc)}`;
+        return;
+      }
       const fp = sp + info.spDelta + (usesLR ? 0 : 8);
       if (f.flag & FuncFlagTopFrame) lr = 0;
       else if (f.flag & FuncFlagSPWrite && !innermost) lr = 0;
@@ -81,13 +110,17 @@ export function walkStack(bin: GoBinary, stack: StackReader, start: WalkStart, m
         if ((innermost && sp < fp) || lr === 0) lr = stack.word(sp);
       } else lr = stack.word(fp - 8);
 
-      pushLogical(bin, stack, info, pc, sp, fp, usesLR, frames);
-      physical++;
-      if (lr === 0) return { frames, physical, cut: false };
-      if (!bin.findFunc(lr)) {
-        return { frames, physical, cut: false, error: `unexpected return pc for ${info.name} called from ${hex(lr)}` };
+      out.add(info, sp, fp);
+      if (lr === 0) return;
+      // The caller's pc facts, cached: the next round looks them up again for free.
+      if (!bin.pcInfo(lr, false)) {
+        out.error = `unexpected return pc for ${info.name} called from ${hex(lr)}`;
+        return;
       }
-      if (pc === lr && sp === fp) return { frames, physical, cut: false, error: `traceback stuck at pc ${hex(pc)} sp ${hex(sp)}` };
+      if (pc === lr && sp === fp) {
+        out.error = `traceback stuck at pc ${hex(pc)} sp ${hex(sp)}`;
+        return;
+      }
       trap = INJECTED.has(info.name);
       pc = lr;
       sp = fp;
@@ -102,92 +135,6 @@ export function walkStack(bin: GoBinary, stack: StackReader, start: WalkStart, m
       }
     }
   } catch (err) {
-    return { frames, physical, cut: false, error: (err as Error).message };
+    out.error = (err as Error).message;
   }
-}
-
-function pushLogical(bin: GoBinary, stack: StackReader, info: PcInfo, pc: number, sp: number, fp: number, usesLR: boolean, out: LogicalFrame[]): void {
-  const f = info.f;
-  for (const s of info.frames) {
-    out.push({
-      name: printedFuncName(s.name),
-      rawName: s.name,
-      file: s.file,
-      line: s.line,
-      inlined: s.inlined,
-      // Go 1.21+ looks up argument liveness at the call; 1.20 and older at the pc left
-      // after walking out of the inlined calls (gentraceback reused its tracepc).
-      args: s.inlined ? '...' : printArgs(bin, stack, f, fp + (usesLR ? 8 : 0), bin.version.minor >= 21 ? info.symPC : s.pc),
-      pc,
-      sp,
-      fp,
-      offset: !s.inlined && pc > f.entry ? pc - f.entry : null,
-    });
-  }
-}
-
-// cmd/compile's argument-info encoding (internal/abi TraceArgs*).
-const END_SEQ = 0xff;
-const START_AGG = 0xfe;
-const END_AGG = 0xfd;
-const DOTDOTDOT = 0xfc;
-const OFFSET_TOO_LARGE = 0xfb;
-const MAX_ARGINFO = 161; // (maxDepth*3+2)*limit + 1
-
-/** runtime.printArgs: the argument words from the frame's spill area, "?" where not known live. */
-function printArgs(bin: GoBinary, stack: StackReader, f: Func, argp: number, pc: number): string {
-  const off = bin.pclntab.funcdataOffset(f, FUNCDATA_ArgInfo);
-  if (off === null) return '';
-  const p = bin.readRodata(bin.moduledata.gofunc + off, MAX_ARGINFO);
-  // Liveness of register-spilled arguments: byte 0 is the first offset that needs it, then
-  // bitmaps at the offset PCDATA_ArgLiveIndex gives (one bit per spill slot).
-  const liveOff = bin.pclntab.funcdataOffset(f, FUNCDATA_ArgLiveInfo);
-  const liveBase = liveOff === null ? -1 : bin.moduledata.gofunc + liveOff;
-  const liveIdx = liveBase >= 0 ? bin.pclntab.pcdata(f, PCDATA_ArgLiveIndex, pc) : -1;
-  const startOffset = liveBase >= 0 ? (bin.readRodata(liveBase, 1)[0] ?? 0xff) : 0xff;
-  const isLive = (o: number, slot: number): boolean => {
-    if (liveBase < 0 || liveIdx <= 0 || o < startOffset) return true;
-    const bits = bin.readRodata(liveBase + liveIdx + (slot >> 3), 1)[0] ?? 0xff;
-    return (bits & (1 << (slot % 8))) !== 0;
-  };
-  let out = '';
-  let start = true;
-  let slot = 0;
-  const comma = () => {
-    if (!start) out += ', ';
-  };
-  for (let i = 0; i < p.length; ) {
-    const o = p[i++] ?? END_SEQ;
-    if (o === END_SEQ) break;
-    if (o === START_AGG) {
-      comma();
-      out += '{';
-      start = true;
-      continue;
-    }
-    if (o === END_AGG) out += '}';
-    else if (o === DOTDOTDOT) {
-      comma();
-      out += '...';
-    } else if (o === OFFSET_TOO_LARGE) {
-      comma();
-      out += '_';
-    } else {
-      comma();
-      const sz = p[i++] ?? 8;
-      let x: bigint;
-      try {
-        x = stack.bigWord(argp + o);
-      } catch {
-        // Go reads past the frame without a check; from outside, a word off the stack is shown unknown.
-        x = 0n;
-      }
-      if (sz < 8) x &= (1n << BigInt(sz * 8)) - 1n;
-      out += `0x${x.toString(16)}`;
-      if (!isLive(o, slot)) out += '?';
-      if (o >= startOffset) slot++;
-    }
-    start = false;
-  }
-  return out;
 }

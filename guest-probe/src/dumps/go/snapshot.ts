@@ -1,0 +1,119 @@
+// A batch of goroutines read in two process_vm_readv rounds: every g of the batch, then, for
+// each one that has a stack to walk, the window from where its walk starts (its saved sp)
+// to the top of its stack (capped). The walk and the printing then run on these bytes. One
+// Snapshot is reused for every batch of a dump (its buffers only grow).
+
+import { G_STATUS, type GLayout } from './layout.js';
+import type { ProcessMemory } from './memory.js';
+import { u64 } from './space.js';
+
+/** snapshot() marks in `window`: the g did not read, is dead, or runs (no stack to walk). */
+export const NO_G = -3;
+export const DEAD = -2;
+export const NO_STACK = -1;
+
+export class Snapshot {
+  count = 0;
+  /** The g addresses. */
+  addrs = new Float64Array(0);
+  /** count g's of layout.size bytes, one after another. */
+  hdr = Buffer.alloc(0);
+  /** Per g: where its stack window starts in `stack`, or NO_G, DEAD, NO_STACK. */
+  window = new Float64Array(0);
+  /** Per g: the window's first address (the walk's start sp) and the bytes that read. */
+  base = new Float64Array(0);
+  got = new Int32Array(0);
+  stack = Buffer.alloc(0);
+  private segs = new Float64Array(0);
+  private hdrGot = new Int32Array(0);
+  private stackSegs = new Float64Array(0);
+  private stackGot = new Int32Array(0);
+
+  /** Room for n goroutines. */
+  private size(n: number, gSize: number): void {
+    if (this.addrs.length >= n && this.hdr.length >= n * gSize) return;
+    this.addrs = new Float64Array(n);
+    this.hdr = Buffer.allocUnsafe(n * gSize);
+    this.window = new Float64Array(n);
+    this.base = new Float64Array(n);
+    this.got = new Int32Array(n);
+    this.segs = new Float64Array(2 * n);
+    this.hdrGot = new Int32Array(n);
+    this.stackSegs = new Float64Array(2 * n);
+    this.stackGot = new Int32Array(n);
+  }
+
+  /**
+   * Reads the g's at `allgs[from, from + count)` (allgs: the array of g pointers) and their
+   * stack windows of at most `windowCap` bytes. Returns false, having read only the g's,
+   * when the windows would take more than `maxStackBytes` in all.
+   */
+  read(mem: ProcessMemory, l: GLayout, allgs: Buffer, from: number, count: number, windowCap: number, maxStackBytes = Infinity): boolean {
+    this.size(count, l.size);
+    this.count = count;
+    const { addrs, segs, hdr, hdrGot, window, base, stackSegs } = this;
+    for (let k = 0; k < count; k++) {
+      addrs[k] = u64(allgs, 8 * (from + k));
+      segs[2 * k] = addrs[k]!;
+      segs[2 * k + 1] = l.size;
+    }
+    mem.readMany(hdr, segs, count, hdrGot);
+    let total = 0;
+    let m = 0;
+    for (let k = 0; k < count; k++) {
+      if (hdrGot[k]! < l.size) {
+        window[k] = NO_G;
+        continue;
+      }
+      const o = k * l.size;
+      const status = hdr.readUInt32LE(o + l.atomicstatus) & ~G_STATUS.scan;
+      if (status === G_STATUS.dead) {
+        window[k] = DEAD;
+        continue;
+      }
+      if (status === G_STATUS.running) {
+        window[k] = NO_STACK;
+        continue;
+      }
+      const sp = startSp(hdr, o, l);
+      const lo = u64(hdr, o + l.stackLo);
+      const hi = u64(hdr, o + l.stackHi);
+      // A start outside the stack gets no window: the walk reads (and fails) on its own.
+      const len = sp >= lo && sp < hi ? Math.min(hi - sp, windowCap) : 0;
+      window[k] = total;
+      base[k] = sp;
+      stackSegs[2 * m] = sp;
+      stackSegs[2 * m + 1] = len;
+      m++;
+      total += len;
+    }
+    if (total > maxStackBytes) return false;
+    if (this.stack.length < total) this.stack = Buffer.allocUnsafe(Math.max(total, 2 * this.stack.length));
+    mem.readMany(this.stack, stackSegs, m, this.stackGot);
+    for (let k = 0, j = 0; k < count; k++) if (window[k]! >= 0) this.got[k] = this.stackGot[j++]!;
+    return true;
+  }
+
+  /** Whether g k read again (in `again`, at its index there) has the same schedule: it did not run meanwhile. */
+  same(k: number, again: Buffer, at: number, l: GLayout): boolean {
+    return sameSchedule(l, this.hdr, k * l.size, again, at * l.size);
+  }
+}
+
+/** Where a walk starts: the syscall's sp while in a syscall, else the saved sched.sp. */
+export function startSp(b: Buffer, o: number, l: GLayout): number {
+  const syscallsp = u64(b, o + l.syscallsp);
+  return syscallsp !== 0 ? syscallsp : u64(b, o + l.schedSp);
+}
+
+const scheduleFields = new WeakMap<GLayout, number[]>();
+
+/** Fields that change when a goroutine runs or its stack moves. */
+export function sameSchedule(l: GLayout, a: Buffer, ao: number, b: Buffer, bo: number): boolean {
+  let offs = scheduleFields.get(l);
+  if (!offs) scheduleFields.set(l, (offs = [l.stackLo, l.stackHi, l.schedSp, l.schedPc, l.syscallsp, l.syscallpc]));
+  for (const off of offs) {
+    if (a.readUInt32LE(ao + off) !== b.readUInt32LE(bo + off) || a.readUInt32LE(ao + off + 4) !== b.readUInt32LE(bo + off + 4)) return false;
+  }
+  return a.readUInt32LE(ao + l.atomicstatus) === b.readUInt32LE(bo + l.atomicstatus);
+}
