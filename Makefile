@@ -7,7 +7,7 @@ export npm_config_nodedir ?= /usr
 
 NODE_GYP := node guest-probe/node_modules/node-gyp/bin/node-gyp.js
 
-.PHONY: install build test demo bench clean typecheck addon rootfs-install cross-arm64
+.PHONY: install build test demo bench clean typecheck lint addon rootfs-install cross-arm64
 
 install: node_modules/.modules.yaml
 
@@ -21,6 +21,10 @@ addon: install
 
 typecheck: install
 	pnpm exec tsc -p tsconfig.json --noEmit
+
+# Biome (biome.jsonc): lint rules and the format check, no writes; `pnpm format` rewrites.
+lint: install
+	pnpm lint
 
 build: install addon typecheck
 	node guest-probe/build.mjs
