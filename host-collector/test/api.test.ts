@@ -63,7 +63,7 @@ async function stopCollector(c: Collector): Promise<void> {
   await c.stop();
 }
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>;
 
 async function call(url: string, method: string, route: string, body?: unknown, headers: Record<string, string> = {}) {
   const init: RequestInit = { method, headers: { ...headers } };

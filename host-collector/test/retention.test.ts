@@ -35,7 +35,7 @@ afterEach(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>;
 
 async function start(over: Partial<CollectorOptions> = {}): Promise<{ url: string; socket: string }> {
   fs.mkdirSync(path.join(tmp, 'ui'), { recursive: true });

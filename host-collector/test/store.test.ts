@@ -473,7 +473,7 @@ describe('event size cap', () => {
     const row = ev('sb1', 1, 1, 'log.lines', { stream: 'stderr', lines, dropped: 3 });
     const notice0 = { level: 'warn', message: 'm'.repeat(MAX_EVENT_DATA_BYTES) };
     await appendAndWait(store, [row, ev('sb1', 1, 2, 'probe.notice', notice0)]);
-    const [logs, notice] = store.events('sb1', { limit: 10 }).events as Array<{ data: Record<string, any> }>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const [logs, notice] = store.events('sb1', { limit: 10 }).events as Array<{ data: Record<string, any> }>;
     // The leading lines that fit are kept, in order; the note says how many there were.
     expect(logs!.data.stream).toBe('stderr');
     expect(logs!.data.dropped).toBe(3);
