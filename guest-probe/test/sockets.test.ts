@@ -44,7 +44,10 @@ describe('SocketWatcher', () => {
     const w = new SocketWatcher({
       procRoot: proc.root,
       emit: (e) => events.push(e),
-      census: () => (censuses++, census(3)),
+      census: () => {
+        censuses++;
+        return census(3);
+      },
       sinceBootMs: () => boot,
       now: () => now,
     });

@@ -423,7 +423,7 @@ describe('parseGoroutines: Go 1.26 and 1.27 headers (hand-written)', () => {
   it('a "__proto__" label is a label like any other', () => {
     const h = parseGoroutineHeader('goroutine 5 [select] {__proto__: x, constructor: y}:');
     expect(Object.keys(h!.labels!)).toEqual(['__proto__', 'constructor']);
-    expect(h!.labels!['__proto__']).toBe('x');
+    expect(Object.getOwnPropertyDescriptor(h!.labels!, '__proto__')?.value).toBe('x');
     expect(JSON.parse(JSON.stringify(analyzeDump(`goroutine 5 [select] {__proto__: x}:\nmain.f()\n\t/a.go:1\n`)))).toMatchObject({
       goroutineGroups: [{ labelSets: [{ labels: { ['__proto__']: 'x' }, count: 1 }] }],
     });

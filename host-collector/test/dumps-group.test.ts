@@ -126,7 +126,7 @@ describe('groupGoroutines', () => {
     expect(summarize(groups)).toBe('13  select  -  blocked in main.loop (a.go:10)  labels {req: r5, worker: mmds} ×4, +8 more sets, 1 without');
     // The group's sets are copies: the goroutines' own objects are not shared.
     expect(grp.labelSets![0]!.labels).not.toBe(gs[6]!.labels);
-    expect(groupGoroutines([gs[12]!])[0]!.labelSets![0]!.labels['__proto__']).toBe('p');
+    expect(Object.getOwnPropertyDescriptor(groupGoroutines([gs[12]!])[0]!.labelSets![0]!.labels, '__proto__')?.value).toBe('p');
   });
 
   it('orders by application frame, then wait, then count, then id', () => {

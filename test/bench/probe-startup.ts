@@ -61,7 +61,6 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
   let pending: { t0: number; firstByte?: number; done: (frameAt: number, bytes: number) => void } | null = null;
   const server = net.createServer((s) => {
     const mine = pending;
-    let bytes = 0;
     const decoder = new FrameDecoder((body) => {
       if (mine && pending === mine) {
         pending = null;
@@ -70,7 +69,6 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
     });
     s.on('data', (d: Buffer) => {
       if (mine && mine.firstByte === undefined) mine.firstByte = performance.now();
-      bytes += d.length;
       try {
         decoder.push(d);
       } catch {

@@ -11,7 +11,7 @@
 
 import type { DumpMode, DumpSource } from '@vsockdiag/proto';
 import { readPidStat } from '../proc/stat.js';
-import { MAX_PPROF_BYTES, SigquitCapture, pprofDump } from './goroutines.js';
+import { MAX_PPROF_BYTES, type SigquitCapture, pprofDump } from './goroutines.js';
 import { nativeDump } from './native.js';
 import { NoSuchProcessError, TARGET_EXITED_LINE, processExited, threadsDump } from './threads.js';
 
