@@ -143,6 +143,7 @@ function GoroutineGroups({ dump, groups }: { dump: DumpFull; groups: NonNullable
             : 'One row per go statement, whatever stacks and states its goroutines were caught in.'}
         </p>
         {creators && (
+          // biome-ignore lint/a11y/useSemanticElements: a segmented control; a fieldset would bring a border and a legend
           <span className="seg" role="group" aria-label="group goroutines">
             <button type="button" aria-pressed={view === 'stack'} onClick={() => setView('stack')} data-testid="view-by-stack">
               By stack

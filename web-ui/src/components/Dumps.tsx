@@ -120,6 +120,7 @@ export const Dumps = memo(function Dumps({ detail }: { detail: SandboxDetail }) 
             supervisor. Open connections to it drop while it boots again. Take the dump?
           </p>
           <div className="modal-actions">
+            {/* biome-ignore lint/a11y/noAutofocus: an alertdialog moves focus into itself */}
             <button type="button" className="danger" onClick={() => void capture()} data-testid="confirm-destructive-ok" autoFocus>
               Kill envd and take the dump
             </button>
