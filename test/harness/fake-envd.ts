@@ -36,8 +36,6 @@ export const FAKE_ENVD_PHASES = [
   'listen',
 ] as const;
 
-export type FakeEnvdPhase = (typeof FAKE_ENVD_PHASES)[number];
-
 let inFlight: Promise<string> | undefined;
 
 /**
