@@ -126,6 +126,7 @@ describe('codec', () => {
     const raw = Buffer.from(encode({ type: 'ack', seq: 5, extra: 'ignored' }));
     expect(decodeCollectorMessage(raw)).toEqual({ type: 'ack', seq: 5 });
     // A hand-built map with a __proto__ key: either refused by the decoder or stripped.
+    // biome-ignore format: msgpack bytes, laid out as the map's header, keys and values
     const evil = Buffer.from([0x83, 0xa4, ...Buffer.from('type'), 0xa3, ...Buffer.from('ack'), 0xa3, ...Buffer.from('seq'), 0x01,
       0xa9, ...Buffer.from('__proto__'), 0x81, 0xa5, ...Buffer.from('admin'), 0xc3]);
     let parsed: unknown;

@@ -99,6 +99,7 @@ export interface ThreadGroup {
 
 // ---- syscall names ----
 
+// biome-ignore format: a lookup table, several numbers a line
 /** Common syscalls by number: x86_64 (arch/x86/entry/syscalls/syscall_64.tbl) and aarch64 (asm-generic/unistd.h). */
 export const SYSCALL_NAMES: Readonly<Record<Arch, Readonly<Record<number, string>>>> = {
   x86_64: {
