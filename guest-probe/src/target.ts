@@ -3,7 +3,16 @@
 // own /proc/<pid>/stat is read. A restart by a supervisor shows as exit, then a new find.
 
 import type { EventBody } from '@vsockdiag/proto';
-import { CLOCK_TICKS, PAGE_SIZE, countFds, decodeExitCode, findProcessByName, readPidFile, readPidStat, readProcFile } from './proc/index.js';
+import {
+  CLOCK_TICKS,
+  PAGE_SIZE,
+  countFds,
+  decodeExitCode,
+  findProcessByName,
+  readPidFile,
+  readPidStat,
+  readProcFile,
+} from './proc/index.js';
 
 const MS_PER_TICK = 1000 / CLOCK_TICKS;
 /** A sample is sent when process facts change, and at least this often while nothing does. */

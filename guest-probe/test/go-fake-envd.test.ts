@@ -43,7 +43,20 @@ async function hungEnvd(extra: string[] = []) {
   const ready = path.join(tmp, `mmds-${mmdsPort}`);
   run(['-serve-mmds', `127.0.0.1:${mmdsPort}`, '-mmds-reply', '404', '-ready-file', ready]);
   await until('the fake MMDS', () => existsSync(ready));
-  const envd = run(['-addr', '127.0.0.1', '-port', '0', '-no-notify', '-mmds-addr', `127.0.0.1:${mmdsPort}`, '-mmds-storm', String(STORM), '-hang-in', 'cgroup-manager', ...extra]);
+  const envd = run([
+    '-addr',
+    '127.0.0.1',
+    '-port',
+    '0',
+    '-no-notify',
+    '-mmds-addr',
+    `127.0.0.1:${mmdsPort}`,
+    '-mmds-storm',
+    String(STORM),
+    '-hang-in',
+    'cgroup-manager',
+    ...extra,
+  ]);
   await until('the hang', () => envd.stderr().includes('creating cgroup manager'));
   return envd;
 }
@@ -86,7 +99,13 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     }
 
     // Still running: not stopped, and the storm goes on (its threads use CPU).
-    const cpu = () => readFileSync(`/proc/${pid}/stat`, 'latin1').split(') ')[1]!.split(' ').slice(11, 13).map(Number).reduce((a, b) => a + b, 0);
+    const cpu = () =>
+      readFileSync(`/proc/${pid}/stat`, 'latin1')
+        .split(') ')[1]!
+        .split(' ')
+        .slice(11, 13)
+        .map(Number)
+        .reduce((a, b) => a + b, 0);
     const before = cpu();
     await until('the storm to keep polling', () => cpu() > before, 20_000);
     expect(state(pid)).not.toBe('T');
@@ -132,7 +151,9 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const dump = parseGoroutines(r.text);
     expect(dump.goroutines.length).toBe(r.goroutines);
     expect(dump.goroutines.filter((g) => g.frames.some((f) => f.func === 'main.parkedWorker')).length).toBe(10_000);
-    console.log(`10,000+ goroutines: ${r.goroutines} read in ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, ${(r.text.length / 1e6).toFixed(1)} MB of text`);
+    console.log(
+      `10,000+ goroutines: ${r.goroutines} read in ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, ${(r.text.length / 1e6).toFixed(1)} MB of text`,
+    );
     // Generous: the machine is shared; the point is seconds, not minutes.
     expect(wall).toBeLessThan(15_000);
   }, 120_000);

@@ -103,7 +103,8 @@ describe.each(LIVE)('live $go $arch ($pkg)', (b) => {
     // Same goroutines, but for our HTTP request's connection goroutines, which may end
     // (client closed) or be started between the read and the signal.
     const conn = (block: string[] | undefined) => block?.some((l) => l.startsWith('created by net/http.')) ?? false;
-    const ids = (m: Map<number, string[]>) => [...m.keys()].filter((id) => !conn(mine.get(id)) && !conn(theirs.get(id))).sort((x, y) => x - y);
+    const ids = (m: Map<number, string[]>) =>
+      [...m.keys()].filter((id) => !conn(mine.get(id)) && !conn(theirs.get(id))).sort((x, y) => x - y);
     expect(ids(theirs)).toEqual(ids(mine));
 
     let identical = 0;

@@ -56,9 +56,7 @@ afterAll(() => {
 
 describe('fixtures', () => {
   it('listPids lists numeric directories only, ascending', () => {
-    expect(listPids(root)).toEqual([
-      9000001, 9000002, 9000003, 9000004, 9000005, 9000006, 9000007, 9000008, 9000009, 9000010,
-    ]);
+    expect(listPids(root)).toEqual([9000001, 9000002, 9000003, 9000004, 9000005, 9000006, 9000007, 9000008, 9000009, 9000010]);
   });
 
   it('countFds counts fd entries; null when gone', () => {

@@ -57,7 +57,15 @@ describe('SocketWatcher', () => {
     };
     tickAt(42);
     expect(events).toEqual([
-      { kind: 'sockets', tcpInUse: 3, timeWait: 0, byState: { ESTABLISHED: 1, TIME_WAIT: 2 }, top: [{ address: '169.254.169.254', port: 80, count: 3 }], remotesDistinct: 1, censusAt: 42 },
+      {
+        kind: 'sockets',
+        tcpInUse: 3,
+        timeWait: 0,
+        byState: { ESTABLISHED: 1, TIME_WAIT: 2 },
+        top: [{ address: '169.254.169.254', port: 80, count: 3 }],
+        remotesDistinct: 1,
+        censusAt: 42,
+      },
     ]);
     now = 500;
     tickAt(43);

@@ -24,7 +24,16 @@ afterEach(async () => {
 
 async function start(over: Partial<CollectorOptions> = {}): Promise<string> {
   const c = new Collector(
-    { http: '127.0.0.1:0', dataDir: path.join(tmp, 'data'), vsockPort: 52000, probePort: 52001, stallAfterMs: 5000, startDeadlineMs: 30_000, dashboardDir: tmp, ...over },
+    {
+      http: '127.0.0.1:0',
+      dataDir: path.join(tmp, 'data'),
+      vsockPort: 52000,
+      probePort: 52001,
+      stallAfterMs: 5000,
+      startDeadlineMs: 30_000,
+      dashboardDir: tmp,
+      ...over,
+    },
     log,
   );
   running.push(c);
@@ -32,7 +41,11 @@ async function start(over: Partial<CollectorOptions> = {}): Promise<string> {
 }
 
 const put = async (url: string, id: string, udsPath: string) => {
-  const res = await fetch(`${url}/v1/sandboxes/${id}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath }) });
+  const res = await fetch(`${url}/v1/sandboxes/${id}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ udsPath }),
+  });
   return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string } } };
 };
 

@@ -24,7 +24,16 @@ afterEach(async () => {
 
 async function start(over: Partial<CollectorOptions> = {}): Promise<string> {
   const c = new Collector(
-    { http: '127.0.0.1:0', dataDir: path.join(tmp, 'data'), vsockPort: 52000, probePort: 52001, stallAfterMs: 5000, startDeadlineMs: 30_000, dashboardDir: tmp, ...over },
+    {
+      http: '127.0.0.1:0',
+      dataDir: path.join(tmp, 'data'),
+      vsockPort: 52000,
+      probePort: 52001,
+      stallAfterMs: 5000,
+      startDeadlineMs: 30_000,
+      dashboardDir: tmp,
+      ...over,
+    },
     log,
   );
   running.push(c);
@@ -72,8 +81,16 @@ async function probe(socketPath: string): Promise<net.Socket> {
   s.on('data', (d) => dec.push(d));
   s.write(
     encodeMessage({
-      type: 'hello', protocol: 1, probeVersion: 't', instanceId: '0123456789abcdef', generation: 1, bootId: 'b',
-      clocks: { wallMs: Date.now(), sinceBootMs: 1000 }, lastSeq: 0, config: { target: 'envd', expectPort: 49983 }, status: initialStatus(49983),
+      type: 'hello',
+      protocol: 1,
+      probeVersion: 't',
+      instanceId: '0123456789abcdef',
+      generation: 1,
+      bootId: 'b',
+      clocks: { wallMs: Date.now(), sinceBootMs: 1000 },
+      lastSeq: 0,
+      config: { target: 'envd', expectPort: 49983 },
+      status: initialStatus(49983),
     }),
   );
   return s;
@@ -84,7 +101,11 @@ describe('/v1/stream', () => {
     const url = await start();
     const dir = path.join(tmp, 'a');
     fs.mkdirSync(dir);
-    await fetch(`${url}/v1/sandboxes/a`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
+    await fetch(`${url}/v1/sandboxes/a`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }),
+    });
     const c = await client(`${url}/v1/stream`);
     const snap = await c.next((m) => m.type === 'snapshot');
     expect(snap.sandboxes.map((s: any) => s.id)).toEqual(['a']);
@@ -104,7 +125,11 @@ describe('/v1/stream', () => {
     const url = await start();
     const dir = path.join(tmp, 'b');
     fs.mkdirSync(dir);
-    await fetch(`${url}/v1/sandboxes/b`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
+    await fetch(`${url}/v1/sandboxes/b`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }),
+    });
     const c = await client(`${url}/v1/stream`);
     await probe(path.join(dir, 'v.sock_52000'));
     await c.next((m) => m.type === 'sandbox');
@@ -143,10 +168,17 @@ describe('/v1/stream', () => {
 describe('/v1/phases', () => {
   it('aggregates phase durations across sandboxes', async () => {
     const url = await start();
-    for (const [id, gaps] of [['p1', [10, 200]], ['p2', [30, 400]]] as const) {
+    for (const [id, gaps] of [
+      ['p1', [10, 200]],
+      ['p2', [30, 400]],
+    ] as const) {
       const dir = path.join(tmp, id);
       fs.mkdirSync(dir);
-      await fetch(`${url}/v1/sandboxes/${id}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
+      await fetch(`${url}/v1/sandboxes/${id}`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }),
+      });
       const p = await probe(path.join(dir, 'v.sock_52000'));
       await new Promise((r) => setTimeout(r, 50));
       const t0 = 2000;

@@ -10,7 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from '../harness/collector.js';
 
 function sources(dir: string): string[] {
-  return fs.readdirSync(dir, { recursive: true, encoding: 'utf8' })
+  return fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
     .filter((f) => /\.(ts|tsx)$/.test(f))
     .map((f) => path.join(dir, f));
 }
@@ -35,7 +36,9 @@ function pure(spec: string): boolean {
   const file = sourceFile(spec);
   if (!file) return false;
   const text = fs.readFileSync(file, 'utf8');
-  const runtime = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s+)?(?:[^'"]*?from\s+)?['"][^'"]+['"]/g)].filter((m) => m[1] === undefined);
+  const runtime = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s+)?(?:[^'"]*?from\s+)?['"][^'"]+['"]/g)].filter(
+    (m) => m[1] === undefined,
+  );
   return runtime.length === 0;
 }
 

@@ -89,8 +89,15 @@ async function goodStillWorks(): Promise<void> {
 
 const hello = (over: Record<string, unknown> = {}) =>
   encodeMessage({
-    type: 'hello', protocol: 1, probeVersion: 'x', instanceId: 'e111e111e111e111', generation: 1, bootId: 'b',
-    clocks: { wallMs: 0, sinceBootMs: 0 }, lastSeq: 0, config: { target: 'envd', expectPort: 49983 },
+    type: 'hello',
+    protocol: 1,
+    probeVersion: 'x',
+    instanceId: 'e111e111e111e111',
+    generation: 1,
+    bootId: 'b',
+    clocks: { wallMs: 0, sinceBootMs: 0 },
+    lastSeq: 0,
+    config: { target: 'envd', expectPort: 49983 },
     status: { target: null, listener: { port: 49983, bound: false }, phases: { reported: false, ready: false } },
     ...over,
   } as never);
@@ -117,7 +124,11 @@ describe('a hostile guest', () => {
   });
 
   it('an unknown message type closes the session with ERR_UNKNOWN_TYPE', async () => {
-    await evil(await sandbox('unknown-type'), hello(), frame(Buffer.from([0x81, 0xa4, ...Buffer.from('type'), 0xa3, ...Buffer.from('pwn')])));
+    await evil(
+      await sandbox('unknown-type'),
+      hello(),
+      frame(Buffer.from([0x81, 0xa4, ...Buffer.from('type'), 0xa3, ...Buffer.from('pwn')])),
+    );
     await logged('unknown-type', 'ERR_UNKNOWN_TYPE');
   });
 

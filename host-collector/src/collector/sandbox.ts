@@ -52,7 +52,6 @@ export const MAX_PENDING = 2;
  *  an honest probe (reconnect backoff capped at 2 s) is back within a few seconds. */
 export const COOLDOWN_MS = 2000;
 
-
 export interface StateChange {
   id: string;
   state: SandboxState;
@@ -240,7 +239,15 @@ export class Sandbox extends EventEmitter implements SessionHost {
       if (e.seq > keyframeSeq) status = applyEvent(status, e);
       this.remember(e);
       const { seq, t, kind, ...data } = e;
-      rows.push({ sandboxId: this.id, generation: session.generation, seq, kind, tGuest: t, tHost: Math.round(this.clock.toHost(t)), data });
+      rows.push({
+        sandboxId: this.id,
+        generation: session.generation,
+        seq,
+        kind,
+        tGuest: t,
+        tHost: Math.round(this.clock.toHost(t)),
+        data,
+      });
     }
     this.counters.events += events.length;
     this.status = status;
@@ -405,7 +412,15 @@ export class Sandbox extends EventEmitter implements SessionHost {
   }
 
   /** A dump was taken (or failed): into the history, and linked from the sandbox. */
-  recordDump(d: { dumpId?: number; mode: DumpMode; trigger: DumpTrigger; complete: boolean; error?: string; blockedIn?: string; count?: number }): void {
+  recordDump(d: {
+    dumpId?: number;
+    mode: DumpMode;
+    trigger: DumpTrigger;
+    complete: boolean;
+    error?: string;
+    blockedIn?: string;
+    count?: number;
+  }): void {
     this.record('dump', d);
     this.recentDumps.push({
       id: d.dumpId ?? null,

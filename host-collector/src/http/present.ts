@@ -9,7 +9,11 @@ import type { DumpDiff } from '../dumps/dump-work.js';
 import type { SandboxState } from '../catalogue.js';
 
 /** State and reason as every reader sees them (a socket the collector cannot listen on says so). */
-export function verdictOf(sb: Sandbox, now = Date.now(), conditionsNow = sb.currentConditions(now)): { state: SandboxState; reason: string } {
+export function verdictOf(
+  sb: Sandbox,
+  now = Date.now(),
+  conditionsNow = sb.currentConditions(now),
+): { state: SandboxState; reason: string } {
   const v = sb.currentVerdict(now, conditionsNow);
   return { state: v.state, reason: sb.listenError ? `cannot listen on ${sb.socketPath}: ${sb.listenError}` : v.reason };
 }
@@ -65,10 +69,10 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     probe: sb.probe ? { ...sb.probe, ...(status?.probe ?? {}) } : null,
     connectedAt: sb.connectedAt ? new Date(sb.connectedAt).toISOString() : null,
     disconnectedAt: sb.disconnectedAt && !sb.session ? new Date(sb.disconnectedAt).toISOString() : null,
-    target: status?.target ? { ...status.target, startedAt: guestToIso(status.target.startedAt), startedAtBootMs: status.target.startedAt } : null,
-    listener: status
-      ? { ...status.listener, since: guestToIso(status.listener.since), sinceBootMs: status.listener.since ?? null }
+    target: status?.target
+      ? { ...status.target, startedAt: guestToIso(status.target.startedAt), startedAtBootMs: status.target.startedAt }
       : null,
+    listener: status ? { ...status.listener, since: guestToIso(status.listener.since), sinceBootMs: status.listener.since ?? null } : null,
     readiness: status
       ? { reportsPhases: status.phases.reported, ready: status.phases.ready, readyAt: guestToIso(status.phases.readyAt) }
       : null,
@@ -142,7 +146,14 @@ export function dumpDiff(older: StoredDump, newer: StoredDump, diff: DumpDiff) {
 export function phaseStats(name: string, samplesMs: readonly number[], keep: number) {
   const sorted = [...samplesMs].sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-  return { name, count: samplesMs.length, p50Ms: at(0.5), p90Ms: at(0.9), maxMs: sorted[sorted.length - 1]!, samplesMs: samplesMs.slice(-keep) };
+  return {
+    name,
+    count: samplesMs.length,
+    p50Ms: at(0.5),
+    p90Ms: at(0.9),
+    maxMs: sorted[sorted.length - 1]!,
+    samplesMs: samplesMs.slice(-keep),
+  };
 }
 
 /** The parsed structure a dump's detail carries, as the analysis it was made from. */

@@ -90,7 +90,10 @@ export function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): G
     const layout = layoutFor(bin.version.minor, bin.version.text);
     const notes: string[] = [];
     const loc: AllgsLocation | null = decodeAllgs(bin) ?? scanAllgs(bin, mem, layout);
-    if (!loc) throw new Error(`${bin.version.text}: runtime.allgs not found (forEachGRace did not decode and no slice of g's was found in the data)`);
+    if (!loc)
+      throw new Error(
+        `${bin.version.text}: runtime.allgs not found (forEachGRace did not decode and no slice of g's was found in the data)`,
+      );
     notes.push(describeAllgs(loc));
     if (opts.pause) {
       pauseStart = performance.now();
@@ -166,7 +169,15 @@ interface GFields {
   goid: number;
 }
 
-function readAll(bin: GoBinary, mem: ProcessMemory, layout: GLayout, loc: AllgsLocation, max: number, nowNs: bigint, notes: string[]): { text: string; count: number; complete: boolean } {
+function readAll(
+  bin: GoBinary,
+  mem: ProcessMemory,
+  layout: GLayout,
+  loc: AllgsLocation,
+  max: number,
+  nowNs: bigint,
+  notes: string[],
+): { text: string; count: number; complete: boolean } {
   let complete = true;
   // allglen before allgptr: the runtime stores the pointer first, so every index below this
   // length is valid in the array read next.
@@ -228,7 +239,10 @@ function readAll(bin: GoBinary, mem: ProcessMemory, layout: GLayout, loc: AllgsL
   }
   if (unsettled > 0) notes.push(`${unsettled} goroutine(s) kept running while read; their stacks may be inconsistent`);
   if (walkErrors > 5) notes.push(`${walkErrors - 5} more goroutine(s) whose walk stopped early`);
-  if (running > 0) notes.push(`${running} goroutine(s) running on a thread: their registers are not readable from outside, so no stack (as Go prints for other threads)`);
+  if (running > 0)
+    notes.push(
+      `${running} goroutine(s) running on a thread: their registers are not readable from outside, so no stack (as Go prints for other threads)`,
+    );
   return { text: texts.join('\n'), count: texts.length, complete };
 }
 
@@ -245,7 +259,15 @@ function sameSchedule(l: GLayout, a: Buffer, b: Buffer): boolean {
   return a.readUInt32LE(l.atomicstatus) === b.readUInt32LE(l.atomicstatus);
 }
 
-function record(bin: GoBinary, mem: ProcessMemory, scratch: StackScratch, l: GLayout, addr: number, g: GFields, mIds: Map<number, number | null>): GoroutineRecord {
+function record(
+  bin: GoBinary,
+  mem: ProcessMemory,
+  scratch: StackScratch,
+  l: GLayout,
+  addr: number,
+  g: GFields,
+  mIds: Map<number, number | null>,
+): GoroutineRecord {
   const b = g.raw;
   const m = u64(b, l.m);
   let mId: number | null = null;
@@ -263,7 +285,10 @@ function record(bin: GoBinary, mem: ProcessMemory, scratch: StackScratch, l: GLa
   let walk = null;
   if (status !== G_STATUS.running) {
     const syscallsp = u64(b, l.syscallsp);
-    const start = syscallsp !== 0 ? { pc: u64(b, l.syscallpc), sp: syscallsp, lr: 0 } : { pc: u64(b, l.schedPc), sp: u64(b, l.schedSp), lr: u64(b, l.schedLr) };
+    const start =
+      syscallsp !== 0
+        ? { pc: u64(b, l.syscallpc), sp: syscallsp, lr: 0 }
+        : { pc: u64(b, l.schedPc), sp: u64(b, l.schedSp), lr: u64(b, l.schedLr) };
     const stack = new StackReader(mem, scratch, u64(b, l.stackLo), u64(b, l.stackHi));
     walk = walkStack(bin, stack, start, l.minor >= 21 ? MAX_PHYSICAL_121 : MAX_PHYSICAL_OLD);
   }
@@ -296,4 +321,3 @@ function createdBy(bin: GoBinary, l: GLayout, b: Buffer): CreatedBy | null {
     goid: l.parentGoid >= 0 ? u64(b, l.parentGoid) : 0,
   };
 }
-

@@ -13,7 +13,15 @@
 // calls, and its arguments are printed from FUNCDATA_ArgInfo as printArgs does.
 
 import type { GoBinary, PcInfo } from './binary.js';
-import { FUNCDATA_ArgInfo, FUNCDATA_ArgLiveInfo, type Func, FuncFlagSPWrite, FuncFlagTopFrame, PCDATA_ArgLiveIndex, printedFuncName } from './pclntab.js';
+import {
+  FUNCDATA_ArgInfo,
+  FUNCDATA_ArgLiveInfo,
+  type Func,
+  FuncFlagSPWrite,
+  FuncFlagTopFrame,
+  PCDATA_ArgLiveIndex,
+  printedFuncName,
+} from './pclntab.js';
 import { hex } from './space.js';
 import type { StackReader } from './stack.js';
 
@@ -106,7 +114,16 @@ export function walkStack(bin: GoBinary, stack: StackReader, start: WalkStart, m
   }
 }
 
-function pushLogical(bin: GoBinary, stack: StackReader, info: PcInfo, pc: number, sp: number, fp: number, usesLR: boolean, out: LogicalFrame[]): void {
+function pushLogical(
+  bin: GoBinary,
+  stack: StackReader,
+  info: PcInfo,
+  pc: number,
+  sp: number,
+  fp: number,
+  usesLR: boolean,
+  out: LogicalFrame[],
+): void {
   const f = info.f;
   for (const s of info.frames) {
     out.push({
