@@ -36,7 +36,8 @@ build: install addon typecheck
 	chmod +x bin/vsockdiag bin/vsockdiag-probe
 
 # Every suite; the last line is the totals across all of them: "N passed, N failed, N skipped".
-test: build
+# The lint comes first: it takes seconds, and a lint error fails the run before the suites.
+test: lint build
 	node test/run-tests.mjs
 
 demo: build
