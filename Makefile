@@ -7,7 +7,7 @@ export npm_config_nodedir ?= /usr
 
 NODE_GYP := node guest-probe/node_modules/node-gyp/bin/node-gyp.js
 
-.PHONY: install build test demo bench clean typecheck addon rootfs-install cross-arm64
+.PHONY: install build test demo bench clean typecheck lint addon rootfs-install cross-arm64
 
 install: node_modules/.modules.yaml
 
@@ -22,6 +22,10 @@ addon: install
 typecheck: install
 	pnpm exec tsc -p tsconfig.json --noEmit
 
+# Biome (biome.jsonc): lint rules and the format check, no writes; `pnpm format` rewrites.
+lint: install
+	pnpm lint
+
 build: install addon typecheck
 	node guest-probe/build.mjs
 	node host-collector/build.mjs
@@ -32,7 +36,8 @@ build: install addon typecheck
 	chmod +x bin/vsockdiag bin/vsockdiag-probe
 
 # Every suite; the last line is the totals across all of them: "N passed, N failed, N skipped".
-test: build
+# The lint comes first: it takes seconds, and a lint error fails the run before the suites.
+test: lint build
 	node test/run-tests.mjs
 
 demo: build

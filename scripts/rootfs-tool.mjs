@@ -20,7 +20,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /** The C and C++ runtime: what an image with nothing else still has. */
-const RUNTIME = /^(libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|libutil\.so\.1|libresolv\.so\.2|ld-linux-x86-64\.so\.2|ld-linux-aarch64\.so\.1|libstdc\+\+\.so\.6|libgcc_s\.so\.1)$/;
+const RUNTIME =
+  /^(libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|libutil\.so\.1|libresolv\.so\.2|ld-linux-x86-64\.so\.2|ld-linux-aarch64\.so\.1|libstdc\+\+\.so\.6|libgcc_s\.so\.1)$/;
 
 const ARCHES = {
   x64: { machine: 'Advanced Micro Devices X86-64', triplet: 'x86_64-linux-gnu', musl: 'x86_64' },
@@ -71,7 +72,7 @@ function elfNeeds(file) {
   const needed = [...readelf('-d', file).matchAll(/\(NEEDED\)\s+Shared library: \[([^\]]+)\]/g)].map((m) => m[1]);
   const versions = new Map(); // library -> Set of version names
   const v = readelf('-V', file);
-  const needs = v.indexOf("Version needs section");
+  const needs = v.indexOf('Version needs section');
   if (needs >= 0) {
     let lib = null;
     for (const line of v.slice(needs).split('\n')) {
@@ -102,11 +103,13 @@ function definedVersions(file) {
 /** Highest of GLIBC_2.28, GLIBC_2.2.5, ...: for messages. */
 function highest(names) {
   const key = (s) => (s.match(/\d+/g) ?? []).map(Number);
-  return [...names].sort((a, b) => {
-    const [x, y] = [key(a), key(b)];
-    for (let i = 0; i < Math.max(x.length, y.length); i++) if ((x[i] ?? -1) !== (y[i] ?? -1)) return (x[i] ?? -1) - (y[i] ?? -1);
-    return 0;
-  }).at(-1);
+  return [...names]
+    .sort((a, b) => {
+      const [x, y] = [key(a), key(b)];
+      for (let i = 0; i < Math.max(x.length, y.length); i++) if ((x[i] ?? -1) !== (y[i] ?? -1)) return (x[i] ?? -1) - (y[i] ?? -1);
+      return 0;
+    })
+    .at(-1);
 }
 
 /** Directories the guest's loader searches: ld.so.conf (one level of include) and the defaults. */
@@ -127,10 +130,18 @@ function libraryDirs(root, triplet) {
         if (depth > 0) continue;
         const pattern = inc[1].startsWith('/') ? inc[1] : path.posix.join(path.posix.dirname(guestFile), inc[1]);
         const dir = resolveInRoot(root, path.posix.dirname(pattern));
-        const glob = new RegExp(`^${path.posix.basename(pattern).replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`);
+        const glob = new RegExp(
+          `^${path.posix
+            .basename(pattern)
+            .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+            .replace(/\*/g, '.*')}$`,
+        );
         let names = [];
         try {
-          names = fs.readdirSync(dir).filter((n) => glob.test(n)).sort();
+          names = fs
+            .readdirSync(dir)
+            .filter((n) => glob.test(n))
+            .sort();
         } catch {
           /* no such folder */
         }
@@ -209,7 +220,9 @@ function checkLibs(root, arch, files) {
       const defined = definedVersions(found.host);
       const missing = [...vs].filter((v) => !defined.has(v));
       if (missing.length) {
-        problems.push(`ROOTFS's ${found.guest} is too old: it lacks ${missing.join(', ')}, which the probe's Node needs (its newest there: ${highest(defined) ?? 'none'})`);
+        problems.push(
+          `ROOTFS's ${found.guest} is too old: it lacks ${missing.join(', ')}, which the probe's Node needs (its newest there: ${highest(defined) ?? 'none'})`,
+        );
       }
     }
   }

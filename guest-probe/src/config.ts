@@ -12,7 +12,11 @@ type Kind = 'string' | 'address' | 'port' | 'duration' | 'path' | 'url' | 'regex
 
 const OPTIONS = {
   connect: { kind: 'address', def: `vsock:${VSOCK_CID_HOST}:${DEFAULTS.vsockPort}`, help: 'collector address' },
-  listen: { kind: 'address', def: `vsock:any:${DEFAULTS.probePort}`, help: 'command port for host-initiated connections ("off" to disable)' },
+  listen: {
+    kind: 'address',
+    def: `vsock:any:${DEFAULTS.probePort}`,
+    help: 'command port for host-initiated connections ("off" to disable)',
+  },
   target: { kind: 'string', def: DEFAULTS.target, help: 'process name of the target' },
   'pid-file': { kind: 'path', def: '', help: 'read the target pid from this file instead of searching by name' },
   'expect-port': { kind: 'port', def: String(DEFAULTS.expectPort), help: 'TCP port the target must listen on' },
@@ -20,7 +24,11 @@ const OPTIONS = {
   interval: { kind: 'duration', def: `${DEFAULTS.intervalMs}ms`, help: 'sampling period once the target is ready' },
   'boot-interval': { kind: 'duration', def: `${DEFAULTS.bootIntervalMs}ms`, help: 'sampling period until the target is ready' },
   'health-url': { kind: 'url', def: '', help: 'in-guest HTTP health check expecting 204, e.g. http://127.0.0.1:49983/health' },
-  'pprof-url': { kind: 'url', def: '', help: "the target's goroutine pprof URL, for harmless Go dumps (e.g. http://127.0.0.1:6060/debug/pprof/goroutine?debug=2)" },
+  'pprof-url': {
+    kind: 'url',
+    def: '',
+    help: "the target's goroutine pprof URL, for harmless Go dumps (e.g. http://127.0.0.1:6060/debug/pprof/goroutine?debug=2)",
+  },
   'log-file': { kind: 'path', def: '', help: "follow the target's log file (e.g. runit's stderr log) for phase lines" },
   'journal-unit': { kind: 'string', def: '', help: "follow the target's systemd unit in the journal for phase lines" },
   'phase-pattern': { kind: 'regex', def: DEFAULT_PHASE_PATTERN, help: 'log lines matching this regex are phases (group 1 = the phase)' },
@@ -188,16 +196,18 @@ export function usage(): string {
   const lines = (Object.keys(OPTIONS) as OptionName[]).map(
     (k) => flag(k).padEnd(width) + `${OPTIONS[k].help} (default ${OPTIONS[k].def || 'none'})`,
   );
-  return [
-    'usage: vsockdiag-probe [flags] [-- CMD ARGS...]',
-    '',
-    'Watches the target (envd) from outside and streams what it sees to the vsockdiag collector.',
-    'With "-- CMD ARGS...", starts CMD as the target (wrap mode) with NOTIFY_SOCKET set.',
-    '',
-    ...lines,
-    '  --print-config'.padEnd(width) + 'print the resulting settings and where each came from',
-    '',
-    'Each flag can also be set as VSOCKDIAG_<NAME> in the environment or vsockdiag.<name>=... on the kernel command line.',
-    'VSOCKDIAG_CODE_CACHE=report says on stderr whether the start-up code cache (vsockdiag-probe.bundle.cache) was used.',
-  ].join('\n') + '\n';
+  return (
+    [
+      'usage: vsockdiag-probe [flags] [-- CMD ARGS...]',
+      '',
+      'Watches the target (envd) from outside and streams what it sees to the vsockdiag collector.',
+      'With "-- CMD ARGS...", starts CMD as the target (wrap mode) with NOTIFY_SOCKET set.',
+      '',
+      ...lines,
+      '  --print-config'.padEnd(width) + 'print the resulting settings and where each came from',
+      '',
+      'Each flag can also be set as VSOCKDIAG_<NAME> in the environment or vsockdiag.<name>=... on the kernel command line.',
+      'VSOCKDIAG_CODE_CACHE=report says on stderr whether the start-up code cache (vsockdiag-probe.bundle.cache) was used.',
+    ].join('\n') + '\n'
+  );
 }

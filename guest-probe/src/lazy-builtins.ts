@@ -10,7 +10,6 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 
 export const http = (): typeof import('node:http') => require('node:http') as typeof import('node:http');
-export const childProcess = (): typeof import('node:child_process') =>
-  require('node:child_process') as typeof import('node:child_process');
+export const childProcess = (): typeof import('node:child_process') => require('node:child_process') as typeof import('node:child_process');
 export const crypto = (): typeof import('node:crypto') => require('node:crypto') as typeof import('node:crypto');
 export const os = (): typeof import('node:os') => require('node:os') as typeof import('node:os');

@@ -75,7 +75,10 @@ export class ListenerWatcher {
   private queue = 0;
   private queueSentAt = 0;
 
-  constructor(private readonly opts: ListenerOptions, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly opts: ListenerOptions,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   tick(): void {
     const { port, procRoot } = this.opts;

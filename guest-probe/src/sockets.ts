@@ -48,8 +48,7 @@ export class SocketWatcher {
     const total = st.tcpInUse + st.tcpTimeWait;
     const grown = total - this.censusTotal >= Math.max(50, this.censusTotal * CENSUS_GROWTH);
     const censusDue =
-      this.opts.census !== null &&
-      (now - this.censusAt >= CENSUS_EVERY_MS || (grown && now - this.censusAt >= CENSUS_MIN_GAP_MS));
+      this.opts.census !== null && (now - this.censusAt >= CENSUS_EVERY_MS || (grown && now - this.censusAt >= CENSUS_MIN_GAP_MS));
     const moved = Math.abs(total - this.sentTotal) > Math.max(10, this.sentTotal * TOTALS_CHANGE);
     if (!censusDue && !moved && now - this.sentAt < TOTALS_EVERY_MS) return;
 

@@ -3,7 +3,16 @@
 // own /proc/<pid>/stat is read. A restart by a supervisor shows as exit, then a new find.
 
 import type { EventBody } from '@vsockdiag/proto';
-import { CLOCK_TICKS, PAGE_SIZE, countFds, decodeExitCode, findProcessByName, readPidFile, readPidStat, readProcFile } from './proc/index.js';
+import {
+  CLOCK_TICKS,
+  PAGE_SIZE,
+  countFds,
+  decodeExitCode,
+  findProcessByName,
+  readPidFile,
+  readPidStat,
+  readProcFile,
+} from './proc/index.js';
 
 const MS_PER_TICK = 1000 / CLOCK_TICKS;
 /** A sample is sent when process facts change, and at least this often while nothing does. */
@@ -13,6 +22,7 @@ const FIND_FAST_MS = 100;
 const FIND_SLOW_MS = 1000;
 const FIND_FAST_PERIOD_MS = 30_000;
 
+// biome-ignore format: a lookup table, several numbers a line
 const SIGNAL_NAMES: Record<number, string> = {
   1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 4: 'SIGILL', 5: 'SIGTRAP', 6: 'SIGABRT', 7: 'SIGBUS', 8: 'SIGFPE',
   9: 'SIGKILL', 10: 'SIGUSR1', 11: 'SIGSEGV', 12: 'SIGUSR2', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM',

@@ -66,9 +66,7 @@ describe('sock_diag wrappers', () => {
       { family: 4, address: '127.0.0.1', port: portOf(v4), inode: inodeOf(v4), acceptQueue: 0, backlog: 7 },
     ]);
     const six = listListeners(portOf(v6));
-    expect(six).toEqual([
-      { family: 6, address: '::1', port: portOf(v6), inode: inodeOf(v6), acceptQueue: 0, backlog: expect.any(Number) },
-    ]);
+    expect(six).toEqual([{ family: 6, address: '::1', port: portOf(v6), inode: inodeOf(v6), acceptQueue: 0, backlog: expect.any(Number) }]);
     const all = listListeners();
     expect(all).toContainEqual(listListeners(portOf(v4))[0]);
     expect(all).toContainEqual(six[0]);
@@ -90,8 +88,17 @@ describe('sock_diag wrappers', () => {
     expect(c.remotesDistinct).toBe(1);
     expect(c.otherRemotes).toBe(0);
     expect(Object.keys(c.byState)).toEqual([
-      'ESTABLISHED', 'SYN_SENT', 'SYN_RECV', 'FIN_WAIT1', 'FIN_WAIT2', 'TIME_WAIT',
-      'CLOSE', 'CLOSE_WAIT', 'LAST_ACK', 'LISTEN', 'CLOSING',
+      'ESTABLISHED',
+      'SYN_SENT',
+      'SYN_RECV',
+      'FIN_WAIT1',
+      'FIN_WAIT2',
+      'TIME_WAIT',
+      'CLOSE',
+      'CLOSE_WAIT',
+      'LAST_ACK',
+      'LISTEN',
+      'CLOSING',
     ]);
     const onlyListen = socketCensus({ states: tcpStateMask(['LISTEN']), remote: { address: '127.0.0.1', port } });
     expect(onlyListen.total).toBe(0);

@@ -37,8 +37,7 @@ const children = childReaper();
 /** Runs a fixture in a new network namespace with lo up; resolves with its JSON line. */
 function runInNetns<T>(script: string, args: string[], timeoutMs: number): Promise<T> {
   // unshare without --fork execs: sh, then node, keep the pid we kill in afterEach.
-  const wrapper =
-    'ulimit -n 40000 2>/dev/null || ulimit -n "$(ulimit -Hn)"; ip link set lo up && exec "$0" "$@"';
+  const wrapper = 'ulimit -n 40000 2>/dev/null || ulimit -n "$(ulimit -Hn)"; ip link set lo up && exec "$0" "$@"';
   const child = spawn('unshare', ['--net', '--', 'sh', '-c', wrapper, process.execPath, script, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -79,7 +78,13 @@ function addrBytes(address: string): number[] {
     text = dotted[1]!.endsWith('::') ? dotted[1]! : dotted[1]!.slice(0, -1);
   }
   const [head, rest] = text.split('::') as [string, string | undefined];
-  const groups = (s: string | undefined) => (s ? s.split(':').filter((g) => g !== '').map((g) => parseInt(g, 16)) : []);
+  const groups = (s: string | undefined) =>
+    s
+      ? s
+          .split(':')
+          .filter((g) => g !== '')
+          .map((g) => parseInt(g, 16))
+      : [];
   const h = groups(head);
   const t = groups(rest);
   const total = 8 - tail4.length / 2;
@@ -123,7 +128,13 @@ const procListeners = (proc: TcpSocketEntry[]) =>
   proc
     .filter((e) => e.state === TcpState.LISTEN)
     .map((e) => ({ family: e.family, address: e.localAddress, port: e.localPort, inode: e.inode, acceptQueue: e.rxQueue }));
-const withoutBacklog = (l: TcpListener) => ({ family: l.family, address: l.address, port: l.port, inode: l.inode, acceptQueue: l.acceptQueue });
+const withoutBacklog = (l: TcpListener) => ({
+  family: l.family,
+  address: l.address,
+  port: l.port,
+  inode: l.inode,
+  acceptQueue: l.acceptQueue,
+});
 
 let bundleDir = '';
 let netTcpBundle = '';
@@ -142,7 +153,12 @@ interface NsOutput {
   n: { N_8080: number; N_8081: number; N_V6: number; N_MAPPED: number; N_QUEUED: number; N_TW: number };
   known: {
     listeners: { name: string; host: string; port: number; inode: number }[];
-    connections: { port: number; client: { address: string; port: number }; server: { address: string; port: number }; accepted: boolean }[];
+    connections: {
+      port: number;
+      client: { address: string; port: number };
+      server: { address: string; port: number };
+      accepted: boolean;
+    }[];
     mappedPeers: { address: string; port: number }[];
     twPorts: number[];
   };

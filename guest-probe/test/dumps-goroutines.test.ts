@@ -89,7 +89,10 @@ describe('pprofDump', () => {
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
     const port = (closed.address() as AddressInfo).port;
     await new Promise((r) => closed.close(r));
-    expect(await pprofDump(`http://127.0.0.1:${port}/`, 2000)).toMatchObject({ complete: false, error: expect.stringMatching(/ECONNREFUSED/) });
+    expect(await pprofDump(`http://127.0.0.1:${port}/`, 2000)).toMatchObject({
+      complete: false,
+      error: expect.stringMatching(/ECONNREFUSED/),
+    });
     expect(await pprofDump('https://127.0.0.1/', 2000)).toMatchObject({ complete: false, error: expect.stringMatching(/http:\/\//) });
     expect(await pprofDump('not a url', 2000)).toMatchObject({ complete: false, error: expect.stringMatching(/bad pprof URL/) });
   });
@@ -242,9 +245,13 @@ async function hungFakeEnvd(): Promise<ChildProcess> {
 
 /** A Node child that ignores SIGQUIT and keeps running. */
 async function quitIgnorer(): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['-e', "process.on('SIGQUIT', () => console.error('ignored SIGQUIT')); console.log('ready'); setInterval(() => {}, 1000);"], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['-e', "process.on('SIGQUIT', () => console.error('ignored SIGQUIT')); console.log('ready'); setInterval(() => {}, 1000);"],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   children.track(child);
   await waitForOutput(child, 'stdout', 'ready');
   return child;

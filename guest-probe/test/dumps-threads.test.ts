@@ -6,14 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
 import { fakeProcTree, statLine } from '../../test/support/fake-proc.js';
 import { childReaper, waitForOutput } from '../../test/support/children.js';
-import {
-  NoSuchProcessError,
-  TARGET_EXITED_LINE,
-  archName,
-  formatSyscall,
-  threadsDump,
-  waitForExit,
-} from '../src/dumps/index.js';
+import { NoSuchProcessError, TARGET_EXITED_LINE, archName, formatSyscall, threadsDump, waitForExit } from '../src/dumps/index.js';
 
 let root: string;
 
@@ -153,11 +146,16 @@ describe('threadsDump text format (fixture procRoot)', () => {
   });
 
   it('a leader zombie whose other threads still run is not an exit', () => {
-    const procRoot = fakeProc(80, 'envd', {
-      80: { comm: 'envd', state: 'Z', wchan: '0', syscall: '-1 0x0 0x0' },
-      81: null,
-      82: { comm: 'envd', state: 'S', wchan: '0', syscall: 'running' },
-    }, { 3: 'Z', 20: 2 });
+    const procRoot = fakeProc(
+      80,
+      'envd',
+      {
+        80: { comm: 'envd', state: 'Z', wchan: '0', syscall: '-1 0x0 0x0' },
+        81: null,
+        82: { comm: 'envd', state: 'S', wchan: '0', syscall: 'running' },
+      },
+      { 3: 'Z', 20: 2 },
+    );
     const d = threadsDump(80, { procRoot, arch: 'x64' });
     expect(d.complete).toBe(true);
     expect(d.tasks).toBe(2);

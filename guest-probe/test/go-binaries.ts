@@ -127,12 +127,18 @@ export function goroutineBlocks(text: string): Map<number, string[]> {
     if (!m || m[1] === '0') continue;
     // The last block of a SIGQUIT dump runs on into the register dump ("rax    0x0").
     const end = lines.findIndex((l) => /^[a-z0-9]{2,6}\s+0x[0-9a-f]+$/.test(l));
-    out.set(Number(m[1]), (end >= 0 ? lines.slice(0, end) : lines).filter((l) => l !== ''));
+    out.set(
+      Number(m[1]),
+      (end >= 0 ? lines.slice(0, end) : lines).filter((l) => l !== ''),
+    );
   }
   return out;
 }
 
 /** Function names, innermost first ("created by" excluded). */
 export function funcNames(block: string[]): string[] {
-  return block.slice(1).filter((l) => !l.startsWith('\t') && !l.startsWith('created by ') && !l.startsWith('...')).map((l) => l.slice(0, l.lastIndexOf('(')));
+  return block
+    .slice(1)
+    .filter((l) => !l.startsWith('\t') && !l.startsWith('created by ') && !l.startsWith('...'))
+    .map((l) => l.slice(0, l.lastIndexOf('(')));
 }

@@ -40,7 +40,20 @@ async function hungEnvd(extra: string[] = []) {
   const ready = path.join(tmp, `mmds-${mmdsPort}`);
   run(['-serve-mmds', `127.0.0.1:${mmdsPort}`, '-mmds-reply', '404', '-ready-file', ready]);
   await waitFor('the fake MMDS', () => existsSync(ready), { timeoutMs: 30_000 });
-  const envd = run(['-addr', '127.0.0.1', '-port', '0', '-no-notify', '-mmds-addr', `127.0.0.1:${mmdsPort}`, '-mmds-storm', String(STORM), '-hang-in', 'cgroup-manager', ...extra]);
+  const envd = run([
+    '-addr',
+    '127.0.0.1',
+    '-port',
+    '0',
+    '-no-notify',
+    '-mmds-addr',
+    `127.0.0.1:${mmdsPort}`,
+    '-mmds-storm',
+    String(STORM),
+    '-hang-in',
+    'cgroup-manager',
+    ...extra,
+  ]);
   await waitFor('the hang', () => envd.stderr().includes('creating cgroup manager'), { timeoutMs: 30_000 });
   return envd;
 }
@@ -83,7 +96,13 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     }
 
     // Still running: not stopped, and the storm goes on (its threads use CPU).
-    const cpu = () => readFileSync(`/proc/${pid}/stat`, 'latin1').split(') ')[1]!.split(' ').slice(11, 13).map(Number).reduce((a, b) => a + b, 0);
+    const cpu = () =>
+      readFileSync(`/proc/${pid}/stat`, 'latin1')
+        .split(') ')[1]!
+        .split(' ')
+        .slice(11, 13)
+        .map(Number)
+        .reduce((a, b) => a + b, 0);
     const before = cpu();
     await waitFor('the storm to keep polling', () => cpu() > before, { timeoutMs: 20_000 });
     expect(state(pid)).not.toBe('T');
@@ -155,7 +174,9 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const dump = parseGoroutines(text);
     expect(dump.goroutines.length).toBe(r.goroutines);
     expect(dump.goroutines.filter((g) => g.frames.some((f) => f.func === 'main.parkedWorker')).length).toBe(10_000);
-    console.log(`10,000+ goroutines: ${r.goroutines} read in ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, ${(r.bytes / 1e6).toFixed(1)} MB of text, ${turns} event-loop turns`);
+    console.log(
+      `10,000+ goroutines: ${r.goroutines} read in ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, ${(r.bytes / 1e6).toFixed(1)} MB of text, ${turns} event-loop turns`,
+    );
     // Generous: the machine is shared; the point is seconds, not minutes.
     expect(wall).toBeLessThan(15_000);
 
@@ -174,7 +195,11 @@ describe('fake envd (stripped, Debian go1.19)', () => {
       const port = await freePort();
       const e = run(['-addr', '127.0.0.1', '-port', String(port), '-no-notify', '-idle-goroutines', '50']);
       await waitFor('the fake envd to listen', () => e.stderr().includes('ready, listening on'), { timeoutMs: 30_000 });
-      return { ...e, port, status: new Promise<[number | null, string | null]>((res) => e.child.once('exit', (code, sig) => res([code, sig]))) };
+      return {
+        ...e,
+        port,
+        status: new Promise<[number | null, string | null]>((res) => e.child.once('exit', (code, sig) => res([code, sig]))),
+      };
     };
     const read = await start();
     const control = await start();
@@ -204,7 +229,13 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const listening = (port: number) =>
       readFileSync(`/proc/${pid}/net/tcp`, 'latin1')
         .split('\n')
-        .some((l) => l.trim().split(/\s+/)[1]?.endsWith(`:${port.toString(16).toUpperCase().padStart(4, '0')}`) && l.trim().split(/\s+/)[3] === '0A');
+        .some(
+          (l) =>
+            l
+              .trim()
+              .split(/\s+/)[1]
+              ?.endsWith(`:${port.toString(16).toUpperCase().padStart(4, '0')}`) && l.trim().split(/\s+/)[3] === '0A',
+        );
     expect(listening(read.port)).toBe(true);
     const health = await fetch(`http://127.0.0.1:${read.port}/health`, { signal: AbortSignal.timeout(10_000) });
     expect(health.status).toBe(204);

@@ -109,7 +109,8 @@ describe.each(LIVE)('live $go $arch ($pkg)', (b) => {
     // (esbuild's rebuild starts a goroutine that sleeps a while): the ones the first read,
     // taken before the request, did not see.
     const conn = (block: string[] | undefined) => block?.some((l) => l.startsWith('created by net/http.')) ?? false;
-    const ids = (m: Map<number, string[]>) => [...m.keys()].filter((id) => first.has(id) && !conn(mine.get(id)) && !conn(theirs.get(id))).sort((x, y) => x - y);
+    const ids = (m: Map<number, string[]>) =>
+      [...m.keys()].filter((id) => first.has(id) && !conn(mine.get(id)) && !conn(theirs.get(id))).sort((x, y) => x - y);
     const differ = [...new Set([...ids(theirs), ...ids(mine)])].filter((id) => !theirs.has(id) || !mine.has(id));
     expect(ids(theirs), differ.map((id) => (mine.get(id) ?? theirs.get(id))!.join('\n')).join('\n\n')).toEqual(ids(mine));
 

@@ -48,7 +48,8 @@ function lockedmStore(bin: GoBinary): number | null {
   if (bin.arch === 'amd64') {
     // mov reg, disp32(%r14): REX.W+B (0x49 or 0x4d), 0x89, ModRM mod=10 rm=110.
     for (let i = 0; i + 7 <= code.length; i++) {
-      if ((code[i] === 0x49 || code[i] === 0x4d) && code[i + 1] === 0x89 && ((code[i + 2] ?? 0) & 0xc7) === 0x86) return code.readInt32LE(i + 3);
+      if ((code[i] === 0x49 || code[i] === 0x4d) && code[i + 1] === 0x89 && ((code[i + 2] ?? 0) & 0xc7) === 0x86)
+        return code.readInt32LE(i + 3);
     }
     return null;
   }

@@ -17,10 +17,22 @@ describe('ByteWriter', () => {
       expect(written((w) => w.hex(n))).toBe(`0x${n.toString(16)}`);
       expect(written((w) => w.dec(n))).toBe(String(n));
     }
-    for (const [lo, hi] of [[0, 0], [0x1234, 0], [0, 1], [0x0000_00ab, 0xffff_ffff], [0xdead_beef, 0x8000_0000]] as const) {
+    for (const [lo, hi] of [
+      [0, 0],
+      [0x1234, 0],
+      [0, 1],
+      [0x0000_00ab, 0xffff_ffff],
+      [0xdead_beef, 0x8000_0000],
+    ] as const) {
       expect(written((w) => w.hex64(lo, hi))).toBe(`0x${((BigInt(hi) << 32n) | BigInt(lo)).toString(16)}`);
     }
-    expect(written((w) => { w.ascii('goroutine '); w.dec(7); w.bytes(utf8(' [chan receive]:\n')); })).toBe('goroutine 7 [chan receive]:\n');
+    expect(
+      written((w) => {
+        w.ascii('goroutine ');
+        w.dec(7);
+        w.bytes(utf8(' [chan receive]:\n'));
+      }),
+    ).toBe('goroutine 7 [chan receive]:\n');
   });
 });
 

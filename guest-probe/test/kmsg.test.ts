@@ -3,14 +3,7 @@ import { accessSync, appendFileSync, chmodSync, constants, existsSync, mkdtempSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MAX_TEXT, eventSchema, type EventBody } from '@vsockdiag/proto';
-import {
-  KMSG_MAX_LINE,
-  KmsgReader,
-  classifyKernelMessage,
-  parseKmsgLine,
-  type KernelEvent,
-  type KmsgOptions,
-} from '../src/kmsg.js';
+import { KMSG_MAX_LINE, KmsgReader, classifyKernelMessage, parseKmsgLine, type KernelEvent, type KmsgOptions } from '../src/kmsg.js';
 
 // EPIPE (the kernel overwrote records before they were read) cannot be produced with a regular
 // file; the device path counts it in `counters.overwritten` and continues. What files can show
@@ -154,7 +147,10 @@ describe('classifyKernelMessage', () => {
       'traps: envd[1234] general protection fault ip:46f8c1 sp:c000047f38 error:0 in envd[400000+3d0000]',
       { what: 'segfault', process: 'envd', pid: 1234 },
     ],
-    ['traps: envd[1234] trap invalid opcode ip:46f8c1 sp:c000047f38 error:0 in envd[400000+3d0000]', { what: 'segfault', process: 'envd', pid: 1234 }],
+    [
+      'traps: envd[1234] trap invalid opcode ip:46f8c1 sp:c000047f38 error:0 in envd[400000+3d0000]',
+      { what: 'segfault', process: 'envd', pid: 1234 },
+    ],
     // Not events: the OOM report's other lines, the victim choice of older kernels, noise.
     ['envd invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0', null],
     ['Out of memory: Kill process 1234 (envd) score 900 or sacrifice child', null],

@@ -84,8 +84,7 @@ class FakeCollector {
         if (!socket.destroyed) socket.write(encodeMessage(m));
       },
       seqs: () => session.of('events').flatMap((m) => m.events.map((e) => e.seq)),
-      of: <T extends ProbeMessage['type']>(type: T) =>
-        session.messages.filter((m): m is ProbeMessageOf<T> => m.type === type),
+      of: <T extends ProbeMessage['type']>(type: T) => session.messages.filter((m): m is ProbeMessageOf<T> => m.type === type),
     };
     this.sessions.push(session);
     const decoder = new FrameDecoder((body) => {
@@ -512,7 +511,8 @@ describe('Link: reconnects', () => {
     push(ring, 3);
     collector.behaviour = (s, m) => {
       if (m.type !== 'hello') return;
-      if (s.index === 0) s.socket.write(Buffer.from([0xff, 0xff, 0xff, 0xff, 1, 2, 3])); // length far over the limit
+      if (s.index === 0)
+        s.socket.write(Buffer.from([0xff, 0xff, 0xff, 0xff, 1, 2, 3])); // length far over the limit
       else s.send({ type: 'welcome', ack: 0, hostWallMs: Date.now() });
     };
     const l = startLink(ring);

@@ -155,13 +155,17 @@ describe.each(Object.keys(SOURCES))('ListenerWatcher (live, %s)', (source) => {
 
   it('reports the owner pid and accept queue of another process that does not accept', async () => {
     // A listener in another process that never calls accept(): connections pile up in its queue.
-    const py = spawn('python3', [
-      '-c',
-      'import socket,sys,time\n' +
-        's=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(8)\n' +
-        'print(s.getsockname()[1], flush=True)\n' +
-        'time.sleep(30)\n',
-    ], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const py = spawn(
+      'python3',
+      [
+        '-c',
+        'import socket,sys,time\n' +
+          's=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(8)\n' +
+          'print(s.getsockname()[1], flush=True)\n' +
+          'time.sleep(30)\n',
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     children.track(py);
     const port = await new Promise<number>((resolve, reject) => {
       py.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
@@ -172,9 +176,7 @@ describe.each(Object.keys(SOURCES))('ListenerWatcher (live, %s)', (source) => {
     try {
       const { tick } = watcher(port); // the "target" (us) does not own it: found by a scan
       const out = tick();
-      expect(out).toEqual([
-        expect.objectContaining({ kind: 'listener.bound', port, address: '127.0.0.1', pid: py.pid, acceptQueue: 2 }),
-      ]);
+      expect(out).toEqual([expect.objectContaining({ kind: 'listener.bound', port, address: '127.0.0.1', pid: py.pid, acceptQueue: 2 })]);
     } finally {
       clients.forEach((c) => c.destroy());
     }

@@ -32,18 +32,26 @@ let nextCursor = 1;
 /** Appends an entry to the fake journal; returns its cursor. */
 function log(message: unknown, monoUs: number): string {
   const cursor = `s=1;i=${nextCursor++}`;
-  appendFileSync(journal, `${JSON.stringify({ __CURSOR: cursor, __MONOTONIC_TIMESTAMP: String(monoUs), _BOOT_ID: 'b', MESSAGE: message })}\n`);
+  appendFileSync(
+    journal,
+    `${JSON.stringify({ __CURSOR: cursor, __MONOTONIC_TIMESTAMP: String(monoUs), _BOOT_ID: 'b', MESSAGE: message })}\n`,
+  );
   return cursor;
 }
 
 function setup(opts: { minBackoffMs?: number; maxBackoffMs?: number; sinceMonotonicUs?: number } = {}) {
   const entries: Array<{ text: string; t: number | undefined }> = [];
   const logs: string[] = [];
-  const j = new JournalFollower('envd', (m, t) => entries.push({ text: m.toString('utf8'), t }), (_level, m) => logs.push(m), {
-    sinceMonotonicUs: 0,
-    toBootMs: (us) => us / 1000 + 7,
-    ...opts,
-  });
+  const j = new JournalFollower(
+    'envd',
+    (m, t) => entries.push({ text: m.toString('utf8'), t }),
+    (_level, m) => logs.push(m),
+    {
+      sinceMonotonicUs: 0,
+      toBootMs: (us) => us / 1000 + 7,
+      ...opts,
+    },
+  );
   followers.push(j);
   return { j, entries, logs, texts: () => entries.map((e) => e.text) };
 }
@@ -152,7 +160,11 @@ describe('JournalFollower', () => {
     fakeJournalctl('wait');
     const { j, entries } = setup();
     await waitFor('the 3 good entries', () => entries.length === 3);
-    expect(entries.map((e) => e.text)).toEqual([Buffer.from([0x67, 0x6f, 0xff, 0x0a, 0x78, 0x0a]).toString('utf8'), 'first\nsecond\n', 'after\n']);
+    expect(entries.map((e) => e.text)).toEqual([
+      Buffer.from([0x67, 0x6f, 0xff, 0x0a, 0x78, 0x0a]).toString('utf8'),
+      'first\nsecond\n',
+      'after\n',
+    ]);
     expect(j.counters.bad).toBe(3);
   });
 

@@ -75,6 +75,7 @@ describe('LineSplitter', () => {
     expect(lines.length).toBe(newlines + 1);
     for (const [line] of lines) {
       expect(line.length).toBeLessThanOrEqual(MAX_LOG_LINE);
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: asserts that none are left
       expect(line).not.toMatch(/[\x00-\x08\x0a-\x1f\x7f-\x9f]/);
       // well-formed UTF-16: no lone surrogates
       expect(line).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/);

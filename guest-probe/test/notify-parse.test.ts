@@ -106,7 +106,7 @@ describe('parseNotify', () => {
     expect(Object.getPrototypeOf(m.fields)).toBe(Object.prototype);
     expect(Object.keys(m.fields)).toEqual(['READY']);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
-    expect(Object.prototype.hasOwnProperty.call(Object.prototype, 'polluted')).toBe(false);
+    expect(Object.hasOwn(Object.prototype, 'polluted')).toBe(false);
     // Upper-case look-alikes are ordinary keys.
     expect(p('__PROTO__=x').fields).toEqual({ __PROTO__: 'x' });
   });

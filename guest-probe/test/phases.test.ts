@@ -83,7 +83,13 @@ describe('phaseEvent', () => {
   it('drops keys too long for the event schema (a field name is at most 64 characters)', () => {
     const long = 'K'.repeat(65);
     const ok = 'K'.repeat(64);
-    expect(ev(`PHASE=init\n${long}=1\n${ok}=2`)).toEqual({ kind: 'phase', source: 'notify', name: 'init', pid: 1234, fields: { [ok]: '2' } });
+    expect(ev(`PHASE=init\n${long}=1\n${ok}=2`)).toEqual({
+      kind: 'phase',
+      source: 'notify',
+      name: 'init',
+      pid: 1234,
+      fields: { [ok]: '2' },
+    });
     expect(ev(`${long}=1`)).toBeNull();
   });
 

@@ -19,8 +19,18 @@ beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'proc-find-work-'));
   // Fixture pids are above PID_MAX so they never equal process.pid. Stat field 22 is the
   // start time.
-  proc.process(9000001, { comm: 'envd', cmdline: ['/usr/bin/envd', '--port', '49983'], stat: { 22: 500 }, fds: ['/dev/null', 'socket:[111]'] });
-  proc.process(9000002, { comm: 'envd', cmdline: ['/usr/bin/envd'], stat: { 22: 300 }, fds: ['socket:[222]', 'pipe:[5]', 'socket:[2222]'] });
+  proc.process(9000001, {
+    comm: 'envd',
+    cmdline: ['/usr/bin/envd', '--port', '49983'],
+    stat: { 22: 500 },
+    fds: ['/dev/null', 'socket:[111]'],
+  });
+  proc.process(9000002, {
+    comm: 'envd',
+    cmdline: ['/usr/bin/envd'],
+    stat: { 22: 300 },
+    fds: ['socket:[222]', 'pipe:[5]', 'socket:[2222]'],
+  });
   proc.process(9000003, { comm: 'envd', stat: { 22: 100 } }); // kernel thread / zombie: empty cmdline
   proc.process(9000004, { comm: 'envd', cmdline: ['/bin/other', 'x'], stat: { 22: 50 } }); // comm matches, argv0 does not
   proc.process(9000005, { comm: 'a-very-long-nam', cmdline: ['/opt/a-very-long-name-indeed'], stat: { 22: 900 } });
@@ -39,9 +49,7 @@ afterAll(() => {
 
 describe('fixtures', () => {
   it('listPids lists numeric directories only, ascending', () => {
-    expect(listPids(root)).toEqual([
-      9000001, 9000002, 9000003, 9000004, 9000005, 9000006, 9000007, 9000008, 9000009, 9000010,
-    ]);
+    expect(listPids(root)).toEqual([9000001, 9000002, 9000003, 9000004, 9000005, 9000006, 9000007, 9000008, 9000009, 9000010]);
   });
 
   it('countFds counts fd entries; null when gone', () => {

@@ -8,8 +8,7 @@ import { fakeProcTree } from '../../test/support/fake-proc.js';
 import { readTcpSockets, TCP_STATE_NAMES, TcpState } from '../src/proc/net-tcp.js';
 import { findSocketOwner } from '../src/proc/fds.js';
 
-const HEADER4 =
-  '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n';
+const HEADER4 = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n';
 const HEADER6 =
   '  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n';
 
@@ -27,7 +26,15 @@ function v6bytes(groups: number[]): number[] {
   return groups.flatMap((g) => [g >> 8, g & 0xff]);
 }
 
-function line(sl: number, local: string, lport: number, remote: string, rport: number, st: number, o: { tx?: number; rx?: number; uid?: number; inode?: number } = {}): string {
+function line(
+  sl: number,
+  local: string,
+  lport: number,
+  remote: string,
+  rport: number,
+  st: number,
+  o: { tx?: number; rx?: number; uid?: number; inode?: number } = {},
+): string {
   const hex = (v: number, n: number) => v.toString(16).toUpperCase().padStart(n, '0');
   return (
     `${String(sl).padStart(4)}: ${local}:${hex(lport, 4)} ${remote}:${hex(rport, 4)} ${hex(st, 2)} ` +
@@ -152,8 +159,7 @@ describe('readTcpSockets (fixtures)', () => {
     ].join('');
     const v6in4 =
       '   5: 00000000000000000000000001000000:0035 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n';
-    const v4in6 =
-      '   5: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n';
+    const v4in6 = '   5: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n';
     // A final line without a trailing newline is still parsed.
     const dir = writeNet(HEADER4 + bad + v6in4 + good + good.trimEnd(), HEADER6 + bad + v4in6);
     const all = readTcpSockets({}, dir);
@@ -167,7 +173,9 @@ describe('readTcpSockets (fixtures)', () => {
     const lines: string[] = [HEADER4];
     for (let k = 0; k < 12_000; k++) {
       const st = k % 1000 === 0 ? TcpState.LISTEN : k % 3 === 0 ? TcpState.TIME_WAIT : TcpState.ESTABLISHED;
-      lines.push(line(k, procAddr([10, 0, k >> 8, k & 0xff]), 1000 + (k % 50_000), procAddr([169, 254, 169, 254]), 80, st, { inode: k + 1 }));
+      lines.push(
+        line(k, procAddr([10, 0, k >> 8, k & 0xff]), 1000 + (k % 50_000), procAddr([169, 254, 169, 254]), 80, st, { inode: k + 1 }),
+      );
     }
     const dir = writeNet(lines.join(''), HEADER6);
     const listen = readTcpSockets({ states: new Set([TcpState.LISTEN]) }, dir);
@@ -202,9 +210,7 @@ describe('readTcpSockets (fixtures)', () => {
     for (let k = 0; k < 300; k++) {
       addrs.push(Array.from({ length: 8 }, () => (rnd() % 3 === 0 ? rnd() & 0xffff : 0)));
     }
-    const text =
-      HEADER6 +
-      addrs.map((g, k) => line(k, procAddr(v6bytes(g)), 1, procAddr(v6bytes(g)), 2, 1, { inode: k + 1 })).join('');
+    const text = HEADER6 + addrs.map((g, k) => line(k, procAddr(v6bytes(g)), 1, procAddr(v6bytes(g)), 2, 1, { inode: k + 1 })).join('');
     const got = readTcpSockets({}, writeNet(null, text));
     expect(got).toHaveLength(addrs.length);
     got.forEach((e, k) => {

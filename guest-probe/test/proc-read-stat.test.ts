@@ -65,9 +65,12 @@ describe('readProcFile', () => {
 
 describe('readPidStat (fixtures)', () => {
   it('parses comm with spaces and parentheses using the last ")"', () => {
-    proc.write({
-      stat: stat(9000001, '(weird) name)', { 4: 42, 14: 1234, 15: 56, 20: 7, 22: 987654321, 24: 2048, 52: 0 }),
-    }, 9000001);
+    proc.write(
+      {
+        stat: stat(9000001, '(weird) name)', { 4: 42, 14: 1234, 15: 56, 20: 7, 22: 987654321, 24: 2048, 52: 0 }),
+      },
+      9000001,
+    );
     expect(readPidStat(9000001, root)).toEqual({
       pid: 9000001,
       comm: '(weird) name)',
@@ -122,11 +125,14 @@ describe('readPidStat (fixtures)', () => {
 
 describe('readPidStatusFields (fixtures)', () => {
   it('reads VmRSS, RssAnon, RssFile and Threads', () => {
-    proc.write({
-      status:
-        'Name:\tx\nState:\tS (sleeping)\nVmPeak:\t  3060 kB\nVmRSS:\t    1616 kB\n' +
-        'RssAnon:\t     112 kB\nRssFile:\t    1504 kB\nRssShmem:\t       0 kB\nThreads:\t3\nSigQ:\t0/1\n',
-    }, 9000010);
+    proc.write(
+      {
+        status:
+          'Name:\tx\nState:\tS (sleeping)\nVmPeak:\t  3060 kB\nVmRSS:\t    1616 kB\n' +
+          'RssAnon:\t     112 kB\nRssFile:\t    1504 kB\nRssShmem:\t       0 kB\nThreads:\t3\nSigQ:\t0/1\n',
+      },
+      9000010,
+    );
     expect(readPidStatusFields(9000010, root)).toEqual({
       vmRssKb: 1616,
       rssAnonKb: 112,

@@ -91,9 +91,20 @@ describe('live /proc', () => {
 
   it('index re-exports the API', () => {
     for (const name of [
-      'readProcFile', 'readPidStat', 'readPidStatusFields', 'countFds', 'findSocketOwner', 'listPids',
-      'findProcessByName', 'readPidFile', 'readTcpSockets', 'readBootId', 'readUptimeMs', 'readLoadAvg',
-      'readMemInfo', 'readSockstat',
+      'readProcFile',
+      'readPidStat',
+      'readPidStatusFields',
+      'countFds',
+      'findSocketOwner',
+      'listPids',
+      'findProcessByName',
+      'readPidFile',
+      'readTcpSockets',
+      'readBootId',
+      'readUptimeMs',
+      'readLoadAvg',
+      'readMemInfo',
+      'readSockstat',
     ] as const) {
       expect(typeof proc[name]).toBe('function');
     }

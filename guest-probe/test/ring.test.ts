@@ -13,7 +13,7 @@ function fill(ring: EventRing, n: number, size = 1): ProbeEvent[] {
 const seqs = (events: ProbeEvent[]) => events.map((e) => e.seq);
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 /** The ring's backing array (private): its length is what compaction keeps bounded. */
-const backing = (ring: EventRing) => (ring as unknown as { events: unknown[]; sizes: unknown[] });
+const backing = (ring: EventRing) => ring as unknown as { events: unknown[]; sizes: unknown[] };
 
 describe('EventRing numbering', () => {
   it('starts empty with lastSeq 0 and oldestSeq 1', () => {

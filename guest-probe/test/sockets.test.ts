@@ -41,7 +41,10 @@ describe('SocketWatcher', () => {
     const w = new SocketWatcher({
       procRoot: proc.root,
       emit: (e) => events.push(e),
-      census: () => (censuses++, census(3)),
+      census: () => {
+        censuses++;
+        return census(3);
+      },
       sinceBootMs: () => boot,
       now: () => now,
     });
@@ -51,7 +54,15 @@ describe('SocketWatcher', () => {
     };
     tickAt(42);
     expect(events).toEqual([
-      { kind: 'sockets', tcpInUse: 3, timeWait: 0, byState: { ESTABLISHED: 1, TIME_WAIT: 2 }, top: [{ address: '169.254.169.254', port: 80, count: 3 }], remotesDistinct: 1, censusAt: 42 },
+      {
+        kind: 'sockets',
+        tcpInUse: 3,
+        timeWait: 0,
+        byState: { ESTABLISHED: 1, TIME_WAIT: 2 },
+        top: [{ address: '169.254.169.254', port: 80, count: 3 }],
+        remotesDistinct: 1,
+        censusAt: 42,
+      },
     ]);
     now = 500;
     tickAt(43);

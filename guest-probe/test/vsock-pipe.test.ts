@@ -169,9 +169,7 @@ describe('socketFromFd / serverFromFd over AF_UNIX fds from the addon', () => {
     await Promise.all(clients.map((c) => once(c, 'close')));
     await Promise.all(serverClosed);
     expect(seen.sort()).toEqual(['c0', 'c1', 'c2']);
-    const open = await new Promise<number>((resolve, reject) =>
-      server.getConnections((e, n) => (e ? reject(e) : resolve(n))),
-    );
+    const open = await new Promise<number>((resolve, reject) => server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
     expect(open).toBe(0); // Node's own bookkeeping of accepted sockets works on this handle
   });
 });

@@ -62,7 +62,15 @@ beforeAll(async () => {
   const entry = path.join(dir, 'harness-src.mjs');
   writeFileSync(entry, HARNESS);
   harness = path.join(dir, 'harness.mjs');
-  await build({ entryPoints: [entry], outfile: harness, bundle: true, platform: 'node', format: 'esm', target: 'node20', logLevel: 'warning' });
+  await build({
+    entryPoints: [entry],
+    outfile: harness,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    logLevel: 'warning',
+  });
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -97,7 +105,12 @@ const readReport = (r: Run): Report => JSON.parse(readFileSync(r.report, 'utf8')
 describe('wrap mode', () => {
   it('passes stdout and stderr through byte for byte, binary included; onOutput sees the same bytes', async () => {
     const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
-    const out = Buffer.concat([Buffer.from('envd startup: creating logger\r\n'), all, randomBytes(1 << 20), Buffer.from([0xff, 0xc3, 0x00])]);
+    const out = Buffer.concat([
+      Buffer.from('envd startup: creating logger\r\n'),
+      all,
+      randomBytes(1 << 20),
+      Buffer.from([0xff, 0xc3, 0x00]),
+    ]);
     const err = Buffer.concat([Buffer.from('envd startup: binding HTTP listener\n'), randomBytes(100_000), all]);
     writeFileSync(path.join(dir, 'out.bin'), out);
     writeFileSync(path.join(dir, 'err.bin'), err);

@@ -18,16 +18,22 @@ type Subset<T, U extends T> = U;
 export const API_ERRORS = {
   BAD_REQUEST: { status: 400, meaning: 'a parameter, query or body the route does not accept' },
   BAD_ID: { status: 400, meaning: 'a sandbox id that is not 1–128 letters, digits, `.`, `_` or `-`, starting with a letter or digit' },
-  BAD_PATH: { status: 400, meaning: 'a `udsPath` that is not absolute and normalised, is over 100 bytes, or leads outside every `--uds-root`' },
+  BAD_PATH: {
+    status: 400,
+    meaning: 'a `udsPath` that is not absolute and normalised, is over 100 bytes, or leads outside every `--uds-root`',
+  },
   UNAUTHORIZED: { status: 401, meaning: 'the collector has a token and the request does not carry it (`Authorization: Bearer …`)' },
   FORBIDDEN: { status: 403, meaning: 'a Host name that is not loopback on a loopback collector, or a cross-site write or stream upgrade' },
   NOT_FOUND: { status: 404, meaning: 'no such sandbox, dump or route' },
   PATH_IN_USE: { status: 409, meaning: 'the `udsPath` belongs to another sandbox' },
-  STALE_GENERATION: { status: 409, meaning: 'a dump answer came from another generation of the sandbox (a restore or reconnect in between), even after one retry' },
+  STALE_GENERATION: {
+    status: 409,
+    meaning: 'a dump answer came from another generation of the sandbox (a restore or reconnect in between), even after one retry',
+  },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: 'a request body that is not `application/json`' },
   LISTEN_FAILED: { status: 422, meaning: 'the collector cannot listen on `<udsPath>_<vsock-port>`' },
   DUMP_FAILED: { status: 422, meaning: 'the probe answered that it could not take the dump (no target, a mode it cannot do)' },
-  INTERNAL: { status: 500, meaning: "the collector failed; its log says why" },
+  INTERNAL: { status: 500, meaning: 'the collector failed; its log says why' },
   PROBE_UNREACHABLE: { status: 503, meaning: "neither the probe's session nor its command port answered" },
   DUMP_TIMEOUT: { status: 504, meaning: "the probe did not answer within the dump mode's time limit" },
   ANALYSIS_FAILED: { status: 503, meaning: 'the dump worker could not take the request (it failed, or too many were waiting)' },
@@ -74,7 +80,9 @@ export type SandboxState = keyof typeof SANDBOX_STATES;
 /** In the order a sandbox goes through them. */
 export const STATES = Object.keys(SANDBOX_STATES) as readonly SandboxState[];
 /** Trouble first: the order of the dashboard's fleet list and counts. */
-export const STATES_TROUBLE_FIRST: readonly SandboxState[] = [...STATES].sort((a, b) => SANDBOX_STATES[a].trouble - SANDBOX_STATES[b].trouble);
+export const STATES_TROUBLE_FIRST: readonly SandboxState[] = [...STATES].sort(
+  (a, b) => SANDBOX_STATES[a].trouble - SANDBOX_STATES[b].trouble,
+);
 
 export function isSandboxState(s: string): s is SandboxState {
   return Object.hasOwn(SANDBOX_STATES, s);
@@ -118,7 +126,9 @@ export type ConditionName = keyof typeof CONDITIONS;
 export const COLLECTOR_EVENTS = {
   state: { meaning: 'the state changed: `state`, `previous`, `reason`' },
   condition: { meaning: 'a condition was raised or cleared: `name`, `raised`, `detail`' },
-  'session.open': { meaning: 'a probe said hello, opening a new generation: `instanceId`, `probeGeneration`, `probeVersion`, `bootId`, `lastSeq`, `ack`' },
+  'session.open': {
+    meaning: 'a probe said hello, opening a new generation: `instanceId`, `probeGeneration`, `probeVersion`, `bootId`, `lastSeq`, `ack`',
+  },
   'session.close': { meaning: "the probe's session ended: `reason`, and the protocol close `code` when one ended it" },
   gap: { meaning: 'events the probe lost before sending them (they fell out of its ring): `from`, `to`, `lost`' },
   dump: { meaning: 'a dump was stored, failed or was skipped: `dumpId`, `mode`, `trigger`, `complete`, `error`, `blockedIn`, `count`' },

@@ -63,7 +63,7 @@ async function stopCollector(c: Collector): Promise<void> {
   await c.stop();
 }
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>;
 
 async function call(url: string, method: string, route: string, body?: unknown, headers: Record<string, string> = {}) {
   const init: RequestInit = { method, headers: { ...headers } };
@@ -520,7 +520,11 @@ describe('a probe session seen through the API', () => {
     // Both bounds at once, oldest first: what lies strictly between two ids.
     const between = await call(url, 'GET', `/v1/sandboxes/vm1/events?after=${ids[0]}&before=${ids[3]}`);
     expect(between.json!.events.map((e: Json) => e.id)).toEqual(ids.slice(1, 3));
-    expect((await call(url, 'GET', `/v1/sandboxes/vm1/events?order=desc&before=${ids[0]}`)).json).toEqual({ events: [], next: ids[0], more: false });
+    expect((await call(url, 'GET', `/v1/sandboxes/vm1/events?order=desc&before=${ids[0]}`)).json).toEqual({
+      events: [],
+      next: ids[0],
+      more: false,
+    });
   });
 
   it('dates kernel messages by the kernel, so old ones read at start-up raise nothing', async () => {
@@ -555,7 +559,9 @@ describe('a probe session seen through the API', () => {
 
     p.send({
       type: 'events',
-      events: [{ kind: 'kernel', seq: 3, t: 2300, what: 'segfault', process: 'envd', pid: 42, message: 'envd[42]: segfault at 0', kernelMs: 2290 }],
+      events: [
+        { kind: 'kernel', seq: 3, t: 2300, what: 'segfault', process: 'envd', pid: 42, message: 'envd[42]: segfault at 0', kernelMs: 2290 },
+      ],
     });
     await p.until((m) => m.type === 'ack' && m.seq === 3);
     d = (await call(url, 'GET', '/v1/sandboxes/vmk')).json!;
@@ -566,7 +572,23 @@ describe('a probe session seen through the API', () => {
   it('validates after, before, order, limit, kind and generation with 400s', async () => {
     const { url } = await startCollector();
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(tmp, 'vm1.sock') });
-    for (const q of ['after=-1', 'after=x', 'after=1.5', 'limit=0', 'limit=1001', 'limit=ten', 'kind=Phase', 'kind=phase%25', 'kind=a_b', `kind=${'a'.repeat(65)}`, 'generation=-1', 'order=newest', 'order=DESC', 'before=0', 'before=x']) {
+    for (const q of [
+      'after=-1',
+      'after=x',
+      'after=1.5',
+      'limit=0',
+      'limit=1001',
+      'limit=ten',
+      'kind=Phase',
+      'kind=phase%25',
+      'kind=a_b',
+      `kind=${'a'.repeat(65)}`,
+      'generation=-1',
+      'order=newest',
+      'order=DESC',
+      'before=0',
+      'before=x',
+    ]) {
       expectError(await call(url, 'GET', `/v1/sandboxes/vm1/events?${q}`), 400, 'BAD_REQUEST');
     }
     const ok = await call(url, 'GET', '/v1/sandboxes/vm1/events?after=0&limit=1000&kind=target.');
@@ -690,7 +712,13 @@ describe('dashboard', () => {
     fs.writeFileSync(path.join(dashboardDir, 'assets', 'ok.css'), 'body{}');
     const { url } = await startCollector();
     expect((await rawGet(url, '/assets/ok.css')).status).toBe(200);
-    for (const raw of ['/assets/../secret.txt', '/assets/%2e%2e/secret.txt', '/assets/..%2fsecret.txt', '/assets/%2e%2e%2fsecret.txt', '/assets/../../../../etc/passwd']) {
+    for (const raw of [
+      '/assets/../secret.txt',
+      '/assets/%2e%2e/secret.txt',
+      '/assets/..%2fsecret.txt',
+      '/assets/%2e%2e%2fsecret.txt',
+      '/assets/../../../../etc/passwd',
+    ]) {
       const r = await rawGet(url, raw);
       expect(r.status, raw).not.toBe(200);
       expect(r.body, raw).not.toContain('SECRET');

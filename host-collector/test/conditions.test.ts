@@ -28,7 +28,15 @@ describe('conditions', () => {
   });
 
   it('socket-storm names the remote endpoint when one passes the threshold', () => {
-    const sockets = { t: NOW, tcpInUse: 10, timeWait: 4000, top: [{ address: '169.254.169.254', port: 80, count: 4210 }, { address: '10.0.0.1', port: 443, count: 3 }] };
+    const sockets = {
+      t: NOW,
+      tcpInUse: 10,
+      timeWait: 4000,
+      top: [
+        { address: '169.254.169.254', port: 80, count: 4210 },
+        { address: '10.0.0.1', port: 443, count: 3 },
+      ],
+    };
     const [c] = conditions(input({ status: alive({ sockets }) }));
     expect(c).toMatchObject({ name: 'socket-storm', subject: '169.254.169.254:80', count: 4210 });
     expect(c!.detail).toBe('4,210 sockets to 169.254.169.254:80');
@@ -44,10 +52,37 @@ describe('conditions', () => {
     expect(c).toMatchObject({ name: 'thread-growth', count: 64 });
     expect(c!.detail).toMatch(/threads 8 → 64 in 30\.0s/);
     // Small growth, or growth older than the window, does not count.
-    expect(names(input({ threads: [{ at: NOW - 5000, n: 8 }, { at: NOW, n: 20 }] }))).toEqual([]);
-    expect(names(input({ threads: [{ at: NOW - 120_000, n: 8 }, { at: NOW - 90_000, n: 90 }] }))).toEqual([]);
+    expect(
+      names(
+        input({
+          threads: [
+            { at: NOW - 5000, n: 8 },
+            { at: NOW, n: 20 },
+          ],
+        }),
+      ),
+    ).toEqual([]);
+    expect(
+      names(
+        input({
+          threads: [
+            { at: NOW - 120_000, n: 8 },
+            { at: NOW - 90_000, n: 90 },
+          ],
+        }),
+      ),
+    ).toEqual([]);
     // A shrinking count is not growth.
-    expect(names(input({ threads: [{ at: NOW - 5000, n: 90 }, { at: NOW, n: 8 }] }))).toEqual([]);
+    expect(
+      names(
+        input({
+          threads: [
+            { at: NOW - 5000, n: 90 },
+            { at: NOW, n: 8 },
+          ],
+        }),
+      ),
+    ).toEqual([]);
   });
 
   it('not-accepting once the accept queue stayed non-empty for stall-after', () => {
@@ -62,7 +97,13 @@ describe('conditions', () => {
 
   it('not-accepting at once when a health check timed out while the queue held connections', () => {
     const listener = { port: 49983, bound: true, since: NOW - 3000, acceptQueue: 1, queuedSince: NOW - 2100 };
-    const health = { url: 'http://127.0.0.1:49983/health', t: NOW - 50, ok: false, latencyMs: 2000, error: 'ETIMEDOUT: timed out after 2000 ms' };
+    const health = {
+      url: 'http://127.0.0.1:49983/health',
+      t: NOW - 50,
+      ok: false,
+      latencyMs: 2000,
+      error: 'ETIMEDOUT: timed out after 2000 ms',
+    };
     expect(names(input({ status: alive({ listener, health }) }))).toEqual(['not-accepting', 'health-failing']);
     // A refused check is no evidence about the queue.
     const refused = { ...health, error: 'ECONNREFUSED: connect ECONNREFUSED' };
@@ -70,13 +111,23 @@ describe('conditions', () => {
   });
 
   it('health-failing carries the check error', () => {
-    const health = { url: 'http://127.0.0.1:49983/health', t: NOW, ok: false, latencyMs: 2000, error: 'ETIMEDOUT: timed out after 2000 ms' };
+    const health = {
+      url: 'http://127.0.0.1:49983/health',
+      t: NOW,
+      ok: false,
+      latencyMs: 2000,
+      error: 'ETIMEDOUT: timed out after 2000 ms',
+    };
     expect(conditions(input({ status: alive({ health }) }))[0]!.detail).toBe('GET /health: ETIMEDOUT: timed out after 2000 ms');
   });
 
   it('kernel conditions only during the current target life', () => {
     const oom = { what: 'oom' as const, process: 'envd', pid: 42, at: NOW - 2000, message: 'Out of memory: Killed process 42 (envd)' };
-    expect(conditions(input({ kernel: [oom] }))[0]).toMatchObject({ name: 'oom', subject: 'envd', detail: 'killed envd (pid 42) 2.0s ago' });
+    expect(conditions(input({ kernel: [oom] }))[0]).toMatchObject({
+      name: 'oom',
+      subject: 'envd',
+      detail: 'killed envd (pid 42) 2.0s ago',
+    });
     const old = { ...oom, at: NOW - 120_000 };
     expect(names(input({ kernel: [old] }))).toEqual([]);
   });

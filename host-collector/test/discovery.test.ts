@@ -96,7 +96,11 @@ describe('expandGlob', () => {
   });
 
   it('supports ? as a single character', () => {
-    expect(expandGlob(`${root}/fc/vm?/vsock.sock`).map((f) => f.id).sort()).toEqual(['1', '2']);
+    expect(
+      expandGlob(`${root}/fc/vm?/vsock.sock`)
+        .map((f) => f.id)
+        .sort(),
+    ).toEqual(['1', '2']);
   });
 
   it('treats other characters literally (a dot is not "any character")', () => {

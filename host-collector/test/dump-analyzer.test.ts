@@ -99,11 +99,7 @@ describe('the time limit', () => {
 
   it('requests waiting behind a stalled one are served after it, each within its own limit', async () => {
     const a = analyzer({ workerUrl: stalling.url, timeLimitMs: 1000 });
-    const [stalled, after, diff] = await Promise.all([
-      a.ingest([stall('STALL')]),
-      a.ingest([GO]),
-      a.diff(gz(THREADS_1), gz(THREADS_2)),
-    ]);
+    const [stalled, after, diff] = await Promise.all([a.ingest([stall('STALL')]), a.ingest([GO]), a.diff(gz(THREADS_1), gz(THREADS_2))]);
     expect(stalled.notAnalysed).toMatch(/took longer than/);
     expect(after.analysis).toEqual(analyzeDump(GO.toString()));
     expect(diff).toEqual(diffAnalyses(THREADS_1.toString(), THREADS_2.toString()));

@@ -35,14 +35,23 @@ const READ = [
 const POLLER = creator('main.startMMDSPoller', '/src/envd/phases.go', 201, 1);
 
 function storm(): Goroutine[] {
-  const gs: Goroutine[] = [g(1, 'sync.Mutex.Lock', [frame('sync.(*Mutex).Lock'), frame('main.(*cgroupManager).acquireRoot', '/src/envd/phases.go', 252)], { waitMinutes: 2 })];
+  const gs: Goroutine[] = [
+    g(1, 'sync.Mutex.Lock', [frame('sync.(*Mutex).Lock'), frame('main.(*cgroupManager).acquireRoot', '/src/envd/phases.go', 252)], {
+      waitMinutes: 2,
+    }),
+  ];
   for (let i = 0; i < 200; i++) {
     const id = 100 + i;
     const at = i % 10 < 6 ? ['select', TICK] : i % 10 < 9 ? ['IO wait', DIAL] : ['IO wait', READ];
     gs.push(g(id, at[0] as string, at[1] as Frame[], { createdBy: POLLER, ...(i === 7 ? { leaked: true } : {}) }));
   }
   // The Go runtime's and net/http's own goroutines around them.
-  for (let i = 0; i < 3; i++) gs.push(g(400 + i, 'IO wait', READ.slice(0, 2), { createdBy: creator('net/http.(*Transport).dialConnFor', '/go/src/net/http/transport.go', 1538, 100 + i) }));
+  for (let i = 0; i < 3; i++)
+    gs.push(
+      g(400 + i, 'IO wait', READ.slice(0, 2), {
+        createdBy: creator('net/http.(*Transport).dialConnFor', '/go/src/net/http/transport.go', 1538, 100 + i),
+      }),
+    );
   return gs;
 }
 
@@ -72,7 +81,12 @@ describe('groupByCreator', () => {
     expect(pollers.stackGroups).toBe(4);
     expect(pollers.application).toBe(true);
     // The dialers are created from many pollers: no single creating goroutine.
-    expect(groups[2]!.createdBy).toEqual({ func: 'net/http.(*Transport).dialConnFor', pkg: 'net/http', file: '/go/src/net/http/transport.go', line: 1538 });
+    expect(groups[2]!.createdBy).toEqual({
+      func: 'net/http.(*Transport).dialConnFor',
+      pkg: 'net/http',
+      file: '/go/src/net/http/transport.go',
+      line: 1538,
+    });
     expect(groups[2]!.application).toBe(false);
   });
 

@@ -165,8 +165,12 @@ describe('diffThreads', () => {
 
   it('tids that come and go, and a different pid (a restart) compares nothing', () => {
     const head = 'threads of pid 10 (envd) arch=x86_64\n';
-    const a = parseThreads(`${head}task 10 (envd) state=D wchan=io_schedule syscall=74 0x3\ntask 11 (envd) state=S wchan=0 syscall=running\n`);
-    const b = parseThreads(`${head}task 10 (envd) state=D wchan=io_schedule syscall=74 0x3\ntask 12 (envd) state=S wchan=0 syscall=running\n`);
+    const a = parseThreads(
+      `${head}task 10 (envd) state=D wchan=io_schedule syscall=74 0x3\ntask 11 (envd) state=S wchan=0 syscall=running\n`,
+    );
+    const b = parseThreads(
+      `${head}task 10 (envd) state=D wchan=io_schedule syscall=74 0x3\ntask 12 (envd) state=S wchan=0 syscall=running\n`,
+    );
     expect(diffThreads(a, b)).toMatchObject({ stuckCount: 1, moved: 0, gone: 1, appeared: 1, samePid: true });
     expect(diffThreads(a, b).stuck[0]).toMatchObject({ state: 'D', blockedIn: 'io_schedule', syscall: { name: 'fsync' } });
     const restarted = parseThreads('threads of pid 99 (envd)\ntask 10 (envd) state=D wchan=io_schedule syscall=74\n');

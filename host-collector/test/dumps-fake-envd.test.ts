@@ -87,8 +87,17 @@ describe.skipIf(!haveGo)('SIGQUIT dumps of the live fake envd', () => {
     const port = await closedPort();
     const { stderr, code } = await sigquitDump(
       [
-        '-addr', '127.0.0.1', '-port', '0', '-hang-in', 'cgroup-manager', '-no-notify',
-        '-mmds-addr', `127.0.0.1:${port}`, '-mmds-storm', '200',
+        '-addr',
+        '127.0.0.1',
+        '-port',
+        '0',
+        '-hang-in',
+        'cgroup-manager',
+        '-no-notify',
+        '-mmds-addr',
+        `127.0.0.1:${port}`,
+        '-mmds-storm',
+        '200',
       ],
       ['starting 200 pollers', 'envd startup: creating cgroup manager'],
       300,

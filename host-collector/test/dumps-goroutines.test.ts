@@ -410,7 +410,10 @@ describe('parseGoroutines: Go 1.26 and 1.27 headers (hand-written)', () => {
     expect(byId(dump.goroutines, 22)).toMatchObject({ state: 'running', stackUnavailable: true });
     expect({ ...byId(dump.goroutines, 22).labels }).toEqual({ k: '' });
     // Not understood: kept, marked, frames read.
-    for (const [id, line] of [[23, 41], [24, 45]] as const) {
+    for (const [id, line] of [
+      [23, 41],
+      [24, 45],
+    ] as const) {
       const g = byId(dump.goroutines, id);
       expect(g).toMatchObject({ unparsed: true, state: '?', headerLine: line });
       expect(GO127.split('\n')[line - 1]).toBe(g.header);
@@ -423,7 +426,7 @@ describe('parseGoroutines: Go 1.26 and 1.27 headers (hand-written)', () => {
   it('a "__proto__" label is a label like any other', () => {
     const h = parseGoroutineHeader('goroutine 5 [select] {__proto__: x, constructor: y}:');
     expect(Object.keys(h!.labels!)).toEqual(['__proto__', 'constructor']);
-    expect(h!.labels!['__proto__']).toBe('x');
+    expect(Object.getOwnPropertyDescriptor(h!.labels!, '__proto__')?.value).toBe('x');
     expect(JSON.parse(JSON.stringify(analyzeDump(`goroutine 5 [select] {__proto__: x}:\nmain.f()\n\t/a.go:1\n`)))).toMatchObject({
       goroutineGroups: [{ labelSets: [{ labels: { ['__proto__']: 'x' }, count: 1 }] }],
     });
@@ -447,13 +450,18 @@ describe('parseGoroutines: Go 1.26 and 1.27 headers (hand-written)', () => {
     const a = analyzeDump(GO127);
     expect(a).toMatchObject({ kind: 'goroutines', goroutines: 8, headers: 8, unparsed: 2 });
     if (a.kind !== 'goroutines') throw new Error('not goroutines');
-    expect(a.unparsedHeaders?.map((h) => [h.line, h.id])).toEqual([[41, 23], [45, 24]]);
+    expect(a.unparsedHeaders?.map((h) => [h.line, h.id])).toEqual([
+      [41, 23],
+      [45, 24],
+    ]);
     const text = summarizeAnalysis(a);
     console.log(`Go 1.27 sample:\n${text}`);
     expect(text.split('\n')[1]).toBe('warning: 2 goroutine headers not understood (kept as state "?"; lines 41, 45)');
     expect(text).toContain('chan receive (leaked)');
     expect(text).toContain('labels {worker: mmds, request: "PUT /latest/api/token"}');
-    expect(text).toMatch(/\n\nby creator \(4 creators\):\n4 {2}no creator .*\n2 {2}created by main\.main \(main\.go:170\) +1 stack +2 chan receive \(leaked\) {2}blocked in main\.leaky \(leak\.go:14\)\n/);
+    expect(text).toMatch(
+      /\n\nby creator \(4 creators\):\n4 {2}no creator .*\n2 {2}created by main\.main \(main\.go:170\) +1 stack +2 chan receive \(leaked\) {2}blocked in main\.leaky \(leak\.go:14\)\n/,
+    );
   });
 });
 
@@ -466,10 +474,19 @@ function labelledDump(n: number, broken: ReadonlySet<number> = new Set()): strin
   const out: string[] = ['SIGQUIT: quit', 'PC=0x47f3e1 m=0 sigcode=0', ''];
   for (let id = 1; id <= n; id++) {
     const gp = `gp=0xc000${(0x100000 + id * 0x380).toString(16)} m=nil`;
-    let labels = id === 1 || id === 77 || id === 150 ? '' : id % 3 === 0 ? ` {worker: mmds, n: ${id % 5}}` : ` {route: "POST /init", request: "req-${id}"}`;
+    let labels =
+      id === 1 || id === 77 || id === 150
+        ? ''
+        : id % 3 === 0
+          ? ` {worker: mmds, n: ${id % 5}}`
+          : ` {route: "POST /init", request: "req-${id}"}`;
     if (broken.has(id)) labels = ` {route: "POST /init}`;
     if (id === 1) {
-      out.push(`goroutine 1 ${gp} [sync.Mutex.Lock, 3 minutes]:`, 'main.(*cgroupManager).acquireRoot(0xc0000a6000)', '\t/src/envd/phases.go:252 +0x33');
+      out.push(
+        `goroutine 1 ${gp} [sync.Mutex.Lock, 3 minutes]:`,
+        'main.(*cgroupManager).acquireRoot(0xc0000a6000)',
+        '\t/src/envd/phases.go:252 +0x33',
+      );
       out.push('main.main()', '\t/src/envd/main.go:190 +0x185', '');
       continue;
     }
@@ -477,7 +494,8 @@ function labelledDump(n: number, broken: ReadonlySet<number> = new Set()): strin
       const state = id % 2 ? 'IO wait' : 'select';
       out.push(`goroutine ${id} ${gp} [${state}]${labels}:`);
       if (id % 2) out.push('internal/poll.runtime_pollWait(0x7f2b3c3a5e38, 0x77)', '\t/usr/local/go/src/runtime/netpoll.go:351 +0x85');
-      else out.push('runtime.selectgo(0xc0006cff70, 0xc0006cff40, 0x0?, 0x0, 0x0?, 0x1)', '\t/usr/local/go/src/runtime/select.go:335 +0x7a5');
+      else
+        out.push('runtime.selectgo(0xc0006cff70, 0xc0006cff40, 0x0?, 0x0, 0x0?, 0x1)', '\t/usr/local/go/src/runtime/select.go:335 +0x7a5');
       out.push(`main.pollForMMDSOpts({0x740ad0, 0xc0000a4000}, 0x${id.toString(16)})`, `\t/src/envd/mmds.go:${id % 2 ? 48 : 29} +0xf2`);
       out.push('created by main.startMMDSPoller in goroutine 1', '\t/src/envd/phases.go:201 +0x210', '');
     } else {
@@ -506,7 +524,10 @@ describe('parseGoroutines: 250 goroutines with labels (Go 1.27)', () => {
     expect(a.unparsed).toBeUndefined();
     // Handlers: one stack group per state/flag however many request ids; their label sets listed.
     const handlers = a.goroutineGroups.filter((g) => g.blockedIn?.func === 'main.(*handler).init');
-    expect(handlers.map((g) => [g.leaked ?? false, g.count])).toEqual([[false, 142], [true, 24]]);
+    expect(handlers.map((g) => [g.leaked ?? false, g.count])).toEqual([
+      [false, 142],
+      [true, 24],
+    ]);
     expect(handlers[0]!.labelled).toBe(142);
     expect(handlers[0]!.labelSets).toHaveLength(5);
     expect(handlers[0]!.labelSetsTotal).toBe(142);
@@ -536,7 +557,9 @@ describe('parseGoroutines: 250 goroutines with labels (Go 1.27)', () => {
     // Their frames were read: the creator view still counts them with their storm.
     const byCreator = a.creatorGroups!.find((c) => c.createdBy?.func === 'main.startMMDSPoller')!;
     expect(byCreator).toMatchObject({ count: 83, unparsed: 1 });
-    expect(summarizeAnalysis(a).split('\n')[1]).toMatch(/^warning: 5 goroutine headers not understood \(kept as state "\?"; lines \d+, \d+, \d+, \d+, \d+\)$/);
+    expect(summarizeAnalysis(a).split('\n')[1]).toMatch(
+      /^warning: 5 goroutine headers not understood \(kept as state "\?"; lines \d+, \d+, \d+, \d+, \d+\)$/,
+    );
   });
 });
 
@@ -612,14 +635,28 @@ function rng(seed: number): () => number {
 describe('parseGoroutines: garbage and truncation', () => {
   it('never throws on random text, random bytes, or shuffled dump lines', () => {
     const rand = rng(42);
-    const pieces = [...NEWER.split('\n'), ...GO117.split('\n'), 'goroutine', 'goroutine x [', '\t:', '(', ')', ')(', '[[[', '\t', 'created by', '...'];
+    const pieces = [
+      ...NEWER.split('\n'),
+      ...GO117.split('\n'),
+      'goroutine',
+      'goroutine x [',
+      '\t:',
+      '(',
+      ')',
+      ')(',
+      '[[[',
+      '\t',
+      'created by',
+      '...',
+    ];
     for (let round = 0; round < 300; round++) {
       let text = '';
       const n = Math.floor(rand() * 80);
       for (let i = 0; i < n; i++) {
         const r = rand();
         if (r < 0.5) text += pieces[Math.floor(rand() * pieces.length)] ?? '';
-        else if (r < 0.8) text += String.fromCharCode(...Array.from({ length: Math.floor(rand() * 40) }, () => Math.floor(rand() * 0x2fff)));
+        else if (r < 0.8)
+          text += String.fromCharCode(...Array.from({ length: Math.floor(rand() * 40) }, () => Math.floor(rand() * 0x2fff)));
         else text += (pieces[Math.floor(rand() * pieces.length)] ?? '').slice(0, Math.floor(rand() * 30));
         text += rand() < 0.8 ? '\n' : '';
       }
@@ -692,9 +729,18 @@ function syntheticDump(n: number): string {
       case 1:
       case 2:
         out.push(`goroutine ${id} gp=0xc0000${id.toString(16)} m=nil [select${wait}]:`);
-        out.push(`runtime.gopark(0xc0006cff70?, 0x2?, 0x5b?, 0xfc?, 0x${id.toString(16)}?)`, '\t/usr/local/go/src/runtime/proc.go:424 +0xce');
-        out.push('runtime.selectgo(0xc0006cff70, 0xc0006cff40, 0xc00001a078?, 0x0, 0x0?, 0x1)', '\t/usr/local/go/src/runtime/select.go:335 +0x7a5');
-        out.push(`main.pollForMMDSOpts({0x740ad0, 0xc0000a4000}, {0xc00001a078, 0x16}, 0x${id.toString(16)})`, '\t/src/envd/mmds.go:29 +0xf2');
+        out.push(
+          `runtime.gopark(0xc0006cff70?, 0x2?, 0x5b?, 0xfc?, 0x${id.toString(16)}?)`,
+          '\t/usr/local/go/src/runtime/proc.go:424 +0xce',
+        );
+        out.push(
+          'runtime.selectgo(0xc0006cff70, 0xc0006cff40, 0xc00001a078?, 0x0, 0x0?, 0x1)',
+          '\t/usr/local/go/src/runtime/select.go:335 +0x7a5',
+        );
+        out.push(
+          `main.pollForMMDSOpts({0x740ad0, 0xc0000a4000}, {0xc00001a078, 0x16}, 0x${id.toString(16)})`,
+          '\t/src/envd/mmds.go:29 +0xf2',
+        );
         out.push('main.startMMDSPoller.gowrap1()', '\t/src/envd/phases.go:201 +0x34');
         out.push('runtime.goexit({})', '\t/usr/local/go/src/runtime/asm_amd64.s:1700 +0x1');
         out.push('created by main.startMMDSPoller in goroutine 1', '\t/src/envd/phases.go:201 +0x210');
@@ -703,7 +749,10 @@ function syntheticDump(n: number): string {
         out.push(`goroutine ${id} [IO wait${wait}]:`);
         out.push('runtime.gopark(0x0?, 0x0?, 0x0?, 0x0?, 0x0?)', '\t/usr/local/go/src/runtime/proc.go:424 +0xce');
         out.push('internal/poll.runtime_pollWait(0x7f2b3c3a5e38, 0x72)', '\t/usr/local/go/src/runtime/netpoll.go:351 +0x85');
-        out.push('internal/poll.(*FD).Read(0xc000128080, {0xc000144000, 0x1000, 0x1000})', '\t/usr/local/go/src/internal/poll/fd_unix.go:165 +0x27a');
+        out.push(
+          'internal/poll.(*FD).Read(0xc000128080, {0xc000144000, 0x1000, 0x1000})',
+          '\t/usr/local/go/src/internal/poll/fd_unix.go:165 +0x27a',
+        );
         out.push('net.(*netFD).Read(0xc000128080, {0xc000144000?, 0x1000?, 0x0?})', '\t/usr/local/go/src/net/fd_posix.go:55 +0x25');
         out.push('net/http.(*conn).serve(0xc0001a6000, {0x6c4f38, 0xc000098150})', '\t/usr/local/go/src/net/http/server.go:2127 +0x785');
         out.push('created by net/http.(*Server).Serve in goroutine 1', '\t/usr/local/go/src/net/http/server.go:3360 +0x485');
@@ -712,8 +761,14 @@ function syntheticDump(n: number): string {
         out.push(`goroutine ${id} [chan receive${wait}]:`);
         out.push('runtime.gopark(0x0?, 0x0?, 0x0?, 0x0?, 0x0?)', '\t/usr/local/go/src/runtime/proc.go:424 +0xce');
         out.push('runtime.chanrecv1(0x0?, 0x0?)', '\t/usr/local/go/src/runtime/chan.go:489 +0x12');
-        out.push('github.com/e2b-dev/infra/packages/envd/internal/port.(*Forwarder).run(0xc0000b0000)', '\t/src/envd/internal/port/forward.go:77 +0x65');
-        out.push('created by github.com/e2b-dev/infra/packages/envd/internal/port.New in goroutine 1', '\t/src/envd/internal/port/forward.go:30 +0x2b1');
+        out.push(
+          'github.com/e2b-dev/infra/packages/envd/internal/port.(*Forwarder).run(0xc0000b0000)',
+          '\t/src/envd/internal/port/forward.go:77 +0x65',
+        );
+        out.push(
+          'created by github.com/e2b-dev/infra/packages/envd/internal/port.New in goroutine 1',
+          '\t/src/envd/internal/port/forward.go:30 +0x2b1',
+        );
     }
     out.push('');
   }

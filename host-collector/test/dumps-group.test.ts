@@ -18,7 +18,13 @@ describe('isApplicationPackage', () => {
     for (const p of ['runtime', 'net/http', 'sync', 'internal/poll', 'os/signal', 'vendor/golang.org/x/net/http2/hpack', 'time']) {
       expect(isApplicationPackage(p), p).toBe(false);
     }
-    for (const p of ['main', 'github.com/e2b-dev/infra/packages/envd/internal/host', 'gopkg.in/yaml.v3', 'envd/internal/host', 'golang.org/x/sys/unix']) {
+    for (const p of [
+      'main',
+      'github.com/e2b-dev/infra/packages/envd/internal/host',
+      'gopkg.in/yaml.v3',
+      'envd/internal/host',
+      'golang.org/x/sys/unix',
+    ]) {
       expect(isApplicationPackage(p), p).toBe(true);
     }
     expect(isApplicationPackage('')).toBe(false);
@@ -123,10 +129,12 @@ describe('groupGoroutines', () => {
       [{ req: 'r2', worker: 'mmds' }, 1],
       [{ req: 'r3', worker: 'mmds' }, 1],
     ]);
-    expect(summarize(groups)).toBe('13  select  -  blocked in main.loop (a.go:10)  labels {req: r5, worker: mmds} ×4, +8 more sets, 1 without');
+    expect(summarize(groups)).toBe(
+      '13  select  -  blocked in main.loop (a.go:10)  labels {req: r5, worker: mmds} ×4, +8 more sets, 1 without',
+    );
     // The group's sets are copies: the goroutines' own objects are not shared.
     expect(grp.labelSets![0]!.labels).not.toBe(gs[6]!.labels);
-    expect(groupGoroutines([gs[12]!])[0]!.labelSets![0]!.labels['__proto__']).toBe('p');
+    expect(Object.getOwnPropertyDescriptor(groupGoroutines([gs[12]!])[0]!.labelSets![0]!.labels, '__proto__')?.value).toBe('p');
   });
 
   it('orders by application frame, then wait, then count, then id', () => {
@@ -147,10 +155,17 @@ describe('groupGoroutines', () => {
 describe('summarize', () => {
   it('prints one aligned line per group and a tail line past the limit', () => {
     const groups = groupGoroutines([
-      g(1, 'semacquire', [frame('sync.(*Mutex).Lock', '/go/src/sync/mutex.go', 90), frame('main.(*m).acquire', '/src/envd/phases.go', 252)], {
-        waitMinutes: 12,
-      }),
-      ...Array.from({ length: 150 }, (_, i) => g(10 + i, 'select', [frame('runtime.selectgo'), frame('main.poll', '/src/envd/mmds.go', 29)])),
+      g(
+        1,
+        'semacquire',
+        [frame('sync.(*Mutex).Lock', '/go/src/sync/mutex.go', 90), frame('main.(*m).acquire', '/src/envd/phases.go', 252)],
+        {
+          waitMinutes: 12,
+        },
+      ),
+      ...Array.from({ length: 150 }, (_, i) =>
+        g(10 + i, 'select', [frame('runtime.selectgo'), frame('main.poll', '/src/envd/mmds.go', 29)]),
+      ),
       g(2, 'running', [], { stackUnavailable: true }),
       g(3, 'sleep', [frame('time.Sleep', '/go/src/runtime/time.go', 195)], { lockedToThread: true }),
     ]);

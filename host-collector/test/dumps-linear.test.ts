@@ -26,7 +26,9 @@ const TOKEN = String.raw`(?:"(?:[^"\\]|${ESCAPE})*"|[^\s":,{}]*)`;
 const PAIR = String.raw`${TOKEN}\s*:\s*${TOKEN}\s*`;
 const NEW = {
   // A header with pprof labels after the state bracket (Go 1.26 opt-in, 1.27 default).
-  labelledHeader: new RegExp(String.raw`^goroutine (\d+)(?:\s+[A-Za-z]+=[^\s[]*)*\s*\[([^\]]*)\]\s*\{\s*(?:${PAIR}(?:,\s*${PAIR})*)?\}:?\s*$`),
+  labelledHeader: new RegExp(
+    String.raw`^goroutine (\d+)(?:\s+[A-Za-z]+=[^\s[]*)*\s*\[([^\]]*)\]\s*\{\s*(?:${PAIR}(?:,\s*${PAIR})*)?\}:?\s*$`,
+  ),
   // A line holding a header: it ends in ":" and "goroutine N" starts one at its start or after whitespace.
   detectHeader: (line: string) => /:[ \t\r]*$/.test(line) && /(?:^|\s)goroutine \d+(?:\s*\[|\s+[A-Za-z]+=)/.test(line),
 };
@@ -67,8 +69,37 @@ describe('the scanners give what the old expressions gave', () => {
 
   it('goroutine headers with labels', () => {
     const pieces = [
-      '1', ' ', '\t', 'a', ' gp=0x1', ' m=nil', '=', '[', ']', ' [running] {', '[x] {', ' {', '{', '}', ':', 'k: v', ': ', ',', ', ',
-      '"', '"a b"', '"\\x41"', '\\', '\\"', '\\x41', '\\u00e9', '\\U0001f600', '\\q', '\\x4', 'k', ...ODD,
+      '1',
+      ' ',
+      '\t',
+      'a',
+      ' gp=0x1',
+      ' m=nil',
+      '=',
+      '[',
+      ']',
+      ' [running] {',
+      '[x] {',
+      ' {',
+      '{',
+      '}',
+      ':',
+      'k: v',
+      ': ',
+      ',',
+      ', ',
+      '"',
+      '"a b"',
+      '"\\x41"',
+      '\\',
+      '\\"',
+      '\\x41',
+      '\\u00e9',
+      '\\U0001f600',
+      '\\q',
+      '\\x4',
+      'k',
+      ...ODD,
     ];
     const lines = randomLines(7, 'goroutine 1', pieces, 30_000, 10).map((l, i) => (i % 3 === 0 ? l : `${l}}${i % 3 === 1 ? ':' : ''}`));
     let matched = 0;
@@ -85,7 +116,26 @@ describe('the scanners give what the old expressions gave', () => {
   });
 
   it('goroutine headers anywhere in a line (detection)', () => {
-    const pieces = ['1', ' ', '\t', 'a', 'b=', '=', '[', ']', ':', 'x', '{', '}', 'goroutine ', 'goroutine 3', 'envd[1]: ', ']:', ' [running]:', ...ODD];
+    const pieces = [
+      '1',
+      ' ',
+      '\t',
+      'a',
+      'b=',
+      '=',
+      '[',
+      ']',
+      ':',
+      'x',
+      '{',
+      '}',
+      'goroutine ',
+      'goroutine 3',
+      'envd[1]: ',
+      ']:',
+      ' [running]:',
+      ...ODD,
+    ];
     for (const line of randomLines(2, 'goroutine ', pieces)) {
       expect(holdsGoroutineHeader(line), JSON.stringify(line)).toBe(NEW.detectHeader(line));
       expect(holdsGoroutineHeader(`log: ${line} `), JSON.stringify(line)).toBe(NEW.detectHeader(`log: ${line} `));
@@ -124,7 +174,24 @@ describe('the scanners give what the old expressions gave', () => {
   });
 
   it('task lines', () => {
-    const pieces = ['1', ' (', ')', ') state=', ' state=', 'S', ' ', '\t', ' wchan=', 'wchan=', ' syscall=', '202', '0x1', 'futex', 'x', ...ODD];
+    const pieces = [
+      '1',
+      ' (',
+      ')',
+      ') state=',
+      ' state=',
+      'S',
+      ' ',
+      '\t',
+      ' wchan=',
+      'wchan=',
+      ' syscall=',
+      '202',
+      '0x1',
+      'futex',
+      'x',
+      ...ODD,
+    ];
     for (const line of randomLines(5, 'task 1 (', pieces, 30_000, 16)) {
       const m = OLD.task.exec(line);
       const want = m

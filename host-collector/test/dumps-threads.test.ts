@@ -7,14 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { detectDumpKind } from '../src/dumps/detect.js';
-import {
-  groupThreads,
-  normalizeArch,
-  parseThreads,
-  summarizeThreads,
-  SYSCALL_NAMES,
-  syscallName,
-} from '../src/dumps/threads.js';
+import { groupThreads, normalizeArch, parseThreads, summarizeThreads, SYSCALL_NAMES, syscallName } from '../src/dumps/threads.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'dumps');
 const readFixture = (name: string): string => readFileSync(path.join(fixtures, name), 'utf8');
@@ -84,19 +77,20 @@ describe('parseThreads', () => {
   });
 
   it('reads running, -1, unreadable, old-kernel addresses, notes, odd comms and aarch64', () => {
-    const text = threadsDumpText({
-      pid: 77,
-      comm: 'envd (main) x',
-      arch: 'aarch64',
-      tasks: [
-        { tid: 77, state: 'S', wchan: 'futex_wait_queue', syscall: 98, args: ['0x4000a8', '0x80', '0x0'], stack: FUTEX_STACK },
-        { tid: 78, comm: 'worker 1', state: 'R', syscall: 'running' },
-        { tid: 79, state: 'D', wchan: 'io_schedule', syscall: -1, args: ['0xffff', '0x4000'] },
-        { tid: 80, state: 'S', wchan: '?', syscall: '?', notes: ['! stack: EACCES'] },
-        { tid: 81, state: 'S', wchan: 'do_epoll_wait', syscall: 22, args: ['0x4'] },
-        { tid: 82, state: 'S', wchan: 'do_wait', syscall: 'none' },
-      ],
-    }).replace('  [<0>] futex_wait_queue+0x60/0x90', '  [<ffffffff810f5a3a>] futex_wait_queue+0x60/0x90') +
+    const text =
+      threadsDumpText({
+        pid: 77,
+        comm: 'envd (main) x',
+        arch: 'aarch64',
+        tasks: [
+          { tid: 77, state: 'S', wchan: 'futex_wait_queue', syscall: 98, args: ['0x4000a8', '0x80', '0x0'], stack: FUTEX_STACK },
+          { tid: 78, comm: 'worker 1', state: 'R', syscall: 'running' },
+          { tid: 79, state: 'D', wchan: 'io_schedule', syscall: -1, args: ['0xffff', '0x4000'] },
+          { tid: 80, state: 'S', wchan: '?', syscall: '?', notes: ['! stack: EACCES'] },
+          { tid: 81, state: 'S', wchan: 'do_epoll_wait', syscall: 22, args: ['0x4'] },
+          { tid: 82, state: 'S', wchan: 'do_wait', syscall: 'none' },
+        ],
+      }).replace('  [<0>] futex_wait_queue+0x60/0x90', '  [<ffffffff810f5a3a>] futex_wait_queue+0x60/0x90') +
       '# target exited during the dump\n';
     const dump = parseThreads(text);
     expect(dump).toMatchObject({ pid: 77, comm: 'envd (main) x', arch: 'aarch64', skippedLines: 0 });
@@ -120,7 +114,9 @@ describe('parseThreads', () => {
     expect(parseThreads('')).toMatchObject({ tasks: [], skippedLines: 0 });
     const noHeader = parseThreads('hello\ntask 5 (x) state=S wchan=0 syscall=202 0x1\n  [<0>] a+0x1/0x2\ntask oops\n');
     expect(Number.isNaN(noHeader.pid)).toBe(true);
-    expect(noHeader.tasks).toEqual([{ tid: 5, comm: 'x', state: 'S', syscall: { kind: 'syscall', nr: 202, args: ['0x1'] }, stack: ['a+0x1/0x2'] }]);
+    expect(noHeader.tasks).toEqual([
+      { tid: 5, comm: 'x', state: 'S', syscall: { kind: 'syscall', nr: 202, args: ['0x1'] }, stack: ['a+0x1/0x2'] },
+    ]);
     expect(noHeader.skippedLines).toBe(2);
     const mips = parseThreads('threads of pid 1 (init) arch=mips\ntask 1 (init) state=S wchan=0 syscall=202\n');
     expect(mips.arch).toBeUndefined();
@@ -147,8 +143,15 @@ describe('groupThreads', () => {
 
   it('puts D first, then count; blockedIn falls back to the stack, then the syscall', () => {
     const tasks: TaskFixture[] = [];
-    for (let i = 0; i < 12; i++) tasks.push({ tid: 100 + i, state: 'S', wchan: 'futex_wait_queue', syscall: 98, args: [`0x${i}`], stack: FUTEX_STACK });
-    tasks.push({ tid: 200, state: 'D', wchan: 'rwsem_down_write_slowpath', syscall: 34, stack: ['rwsem_down_write_slowpath+0x2a0/0x5c0', 'do_mkdirat+0x90/0x170'] });
+    for (let i = 0; i < 12; i++)
+      tasks.push({ tid: 100 + i, state: 'S', wchan: 'futex_wait_queue', syscall: 98, args: [`0x${i}`], stack: FUTEX_STACK });
+    tasks.push({
+      tid: 200,
+      state: 'D',
+      wchan: 'rwsem_down_write_slowpath',
+      syscall: 34,
+      stack: ['rwsem_down_write_slowpath+0x2a0/0x5c0', 'do_mkdirat+0x90/0x170'],
+    });
     tasks.push({ tid: 201, state: 'S', syscall: 101, stack: ['hrtimer_nanosleep+0x90/0x120'] });
     tasks.push({ tid: 202, state: 'S', syscall: 101, stack: ['hrtimer_nanosleep+0x94/0x120'] }); // offset differs: same symbol
     tasks.push({ tid: 203, state: 'R', syscall: 'running' });

@@ -33,7 +33,12 @@ describe('whereBlocked', () => {
 
   it('else the largest application group, with its creator: a poll storm', () => {
     const storm = Array.from({ length: 5 }, (_, i) =>
-      goroutine(20 + i, 'IO wait', [frame('internal/poll.runtime_pollWait'), frame('main.pollMMDS', '/src/mmds.go', 40)], 'main.startStorm'),
+      goroutine(
+        20 + i,
+        'IO wait',
+        [frame('internal/poll.runtime_pollWait'), frame('main.pollMMDS', '/src/mmds.go', 40)],
+        'main.startStorm',
+      ),
     ).join('');
     const text = storm + goroutine(40, 'select', [frame('main.ticker')]) + goroutine(41, 'running', []);
     const w = whereBlocked(groupGoroutines(parseGoroutines(text)));

@@ -31,12 +31,15 @@ interface Raw {
  *  normalise the path, and cannot send an absolute-form target or another Host). */
 function raw(port: number, method: string, target: string, headers: Record<string, string> = {}, body?: string): Promise<Raw> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path: target, headers: { host: `127.0.0.1:${port}`, ...headers } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port, method, path: target, headers: { host: `127.0.0.1:${port}`, ...headers } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -87,7 +90,8 @@ describe('the token is decided by the matched route (hole 1)', () => {
     const printed = app.printRoutes({ commonPrefix: false });
     const methods = [...printed.matchAll(/\(([A-Z, ]+)\)/g)].flatMap((m) => m[1]!.split(', ').filter((x) => x !== 'HEAD'));
     expect(methods.length).toBe(ROUTES.length);
-    const pattern = (p: string) => (p.startsWith('/assets/') ? '/assets/*' : p.replace(/evil/g, ':id').replace('/dumps/1', '/dumps/:dumpId'));
+    const pattern = (p: string) =>
+      p.startsWith('/assets/') ? '/assets/*' : p.replace(/evil/g, ':id').replace('/dumps/1', '/dumps/:dumpId');
     for (const r of ROUTES) expect(app.hasRoute({ method: r.method, url: pattern(r.path) }), `${r.method} ${r.path}`).toBe(true);
   });
 
@@ -128,11 +132,23 @@ describe('the token is decided by the matched route (hole 1)', () => {
 describe('browsers on other sites cannot drive the API (hole 7)', () => {
   it('refuses a Host that is not loopback when bound to loopback (DNS rebinding)', async () => {
     const { port } = await start();
-    for (const host of ['attacker.example', `attacker.example:${port}`, '127.0.0.1.attacker.example', 'localhost.attacker.example:80', '127.0.0.1:80@x']) {
+    for (const host of [
+      'attacker.example',
+      `attacker.example:${port}`,
+      '127.0.0.1.attacker.example',
+      'localhost.attacker.example:80',
+      '127.0.0.1:80@x',
+    ]) {
       const res = await raw(port, 'GET', '/v1/sandboxes', { host });
       expect(res.status, host).toBe(403);
     }
-    const put = await raw(port, 'PUT', '/v1/sandboxes/evil', { host: 'rebind.example', 'content-type': 'application/json' }, JSON.stringify({ udsPath: path.join(collectors.dir, 'e.sock') }));
+    const put = await raw(
+      port,
+      'PUT',
+      '/v1/sandboxes/evil',
+      { host: 'rebind.example', 'content-type': 'application/json' },
+      JSON.stringify({ udsPath: path.join(collectors.dir, 'e.sock') }),
+    );
     expect(put.status).toBe(403);
     expect(fs.existsSync(path.join(collectors.dir, 'e.sock_52000'))).toBe(false);
     for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'localhost', `[::1]:${port}`, `127.1.2.3:${port}`]) {

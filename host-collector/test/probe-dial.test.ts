@@ -50,7 +50,9 @@ async function fakeFirecracker(opts: {
     sockets.push(socket);
     socket.on('error', () => {});
     let line = '';
-    const decoder = new FrameDecoder((body) => opts.onCommand?.(decodeCollectorMessage(body), (m) => socket.write(encodeMessage(m)), socket));
+    const decoder = new FrameDecoder((body) =>
+      opts.onCommand?.(decodeCollectorMessage(body), (m) => socket.write(encodeMessage(m)), socket),
+    );
     socket.on('data', (chunk: Buffer) => {
       if (line.endsWith('\n')) return decoder.push(chunk);
       line += chunk.toString('latin1');
@@ -67,7 +69,10 @@ async function fakeFirecracker(opts: {
   return udsPath;
 }
 
-const ok = (...frames: Buffer[]) => () => Buffer.concat([Buffer.from('OK 1073741824\n'), ...frames]);
+const ok =
+  (...frames: Buffer[]) =>
+  () =>
+    Buffer.concat([Buffer.from('OK 1073741824\n'), ...frames]);
 
 describe('requestViaCommandPort', () => {
   it('sends CONNECT, reads the hello in the same write as OK, and collects the answer', async () => {

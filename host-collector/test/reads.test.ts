@@ -111,7 +111,8 @@ async function get(c: Collector, url: string): Promise<{ status: number; body: s
   return { status: r.statusCode, body: r.body };
 }
 
-const states = (c: Collector, id: string) => c.store.events(id, { kind: 'state', after: 0, limit: 100 }).events.map((e) => (e.data as { state: string }).state);
+const states = (c: Collector, id: string) =>
+  c.store.events(id, { kind: 'state', after: 0, limit: 100 }).events.map((e) => (e.data as { state: string }).state);
 
 /** A collector with sandbox `r` starting at T0 (fake time from here on), and its probe. */
 async function starting(): Promise<{ c: Collector; send: (m: ProbeMessage) => void }> {

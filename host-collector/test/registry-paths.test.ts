@@ -13,7 +13,11 @@ const collectors = inProcessCollectors('vd-paths-');
 const start = async (over: Partial<CollectorOptions> = {}) => (await collectors.start(over)).url;
 
 const put = async (url: string, id: string, udsPath: string) => {
-  const res = await fetch(`${url}/v1/sandboxes/${id}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath }) });
+  const res = await fetch(`${url}/v1/sandboxes/${id}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ udsPath }),
+  });
   return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string } } };
 };
 

@@ -30,7 +30,11 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 async function start(over: Partial<CollectorOptions> = {}): Promise<{ url: string; socket: string }> {
   const { url } = await collectors.start(over);
   const udsPath = path.join(collectors.dir, 'vm.sock');
-  const r = await fetch(`${url}/v1/sandboxes/vm`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath }) });
+  const r = await fetch(`${url}/v1/sandboxes/vm`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ udsPath }),
+  });
   expect(r.status).toBe(201);
   return { url, socket: `${udsPath}_52000` };
 }
@@ -53,7 +57,10 @@ async function allEvents(url: string, query = ''): Promise<Json[]> {
   }
 }
 
-function connectProbe(socket: string, over: { generation?: number; status?: Hello['status']; onMessage?: (m: CollectorMessage, c: ProbeClient) => void } = {}) {
+function connectProbe(
+  socket: string,
+  over: { generation?: number; status?: Hello['status']; onMessage?: (m: CollectorMessage, c: ProbeClient) => void } = {},
+) {
   const p = new ProbeClient({ path: socket, heartbeatMs: 1000, sinceBootMs: () => 10_000 + performance.now(), ...over });
   probes.push(p);
   return p;
@@ -67,14 +74,23 @@ async function send(p: ProbeClient, bodies: EventBody[], perFrame: number): Prom
 }
 
 /** A log batch of about 400 KB, the largest kind a well-behaved probe sends. */
-const bigLog = (n: number): EventBody => ({ kind: 'log.lines', stream: 'stderr', lines: Array.from({ length: 200 }, (_, i) => `${n}.${i} `.padEnd(2000, 'x')) });
+const bigLog = (n: number): EventBody => ({
+  kind: 'log.lines',
+  stream: 'stderr',
+  lines: Array.from({ length: 200 }, (_, i) => `${n}.${i} `.padEnd(2000, 'x')),
+});
 
 /** Answers every dump command with a small threads dump, as a probe would. */
 function answerDumps(m: CollectorMessage, c: ProbeClient): void {
   if (m.type !== 'command' || m.op !== 'dump') return;
   const text = Buffer.from(`threads of envd (pid 42)\ntask 42 S futex_wait_queue\n`);
   c.send({ type: 'dump.chunk', id: m.id, index: 0, data: text });
-  c.send({ type: 'result', id: m.id, ok: true, dump: { mode: m.mode ?? 'threads', source: 'proc', complete: true, bytes: text.length, chunks: 1, pid: 42 } });
+  c.send({
+    type: 'result',
+    id: m.id,
+    ok: true,
+    dump: { mode: m.mode ?? 'threads', source: 'proc', complete: true, bytes: text.length, chunks: 1, pid: 42 },
+  });
 }
 
 describe('a guest flooding the history', () => {
@@ -82,14 +98,22 @@ describe('a guest flooding the history', () => {
     const { url, socket } = await start();
     const p = connectProbe(socket, { onMessage: answerDumps });
     await p.connect();
-    const dump = await fetch(`${url}/v1/sandboxes/vm/dumps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const dump = await fetch(`${url}/v1/sandboxes/vm/dumps`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(dump.status).toBe(201);
     const before = await allEvents(url);
     const collectorKinds = before.filter((e) => e.seq === null).map((e) => e.kind);
     expect(collectorKinds).toEqual(expect.arrayContaining(['session.open', 'state', 'dump']));
 
     // The attack: 84 full batches of tiny events, past the 20,000 kept.
-    await send(p, Array.from({ length: 21_504 }, () => ({ kind: 'probe.notice', level: 'info', message: '.' })), 256);
+    await send(
+      p,
+      Array.from({ length: 21_504 }, () => ({ kind: 'probe.notice', level: 'info', message: '.' })),
+      256,
+    );
 
     const after = await allEvents(url);
     expect(after.filter((e) => e.seq === null).map((e) => e.kind)).toEqual(collectorKinds);
@@ -102,7 +126,11 @@ describe('a guest flooding the history', () => {
     const { url, socket } = await start({ retention: { sandboxBytes: 2 * MiB } });
     const p = connectProbe(socket);
     await p.connect();
-    await send(p, Array.from({ length: 12 }, (_, i) => bigLog(i)), 2);
+    await send(
+      p,
+      Array.from({ length: 12 }, (_, i) => bigLog(i)),
+      2,
+    );
     const events = await allEvents(url);
     const bytes = events.reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e.data)), 0);
     expect(bytes).toBeLessThanOrEqual(2 * MiB);
@@ -136,7 +164,11 @@ describe('reading a history of large events', () => {
     const p = connectProbe(socket);
     await p.connect();
     // About 4.9 MB of events: more than one page holds.
-    await send(p, Array.from({ length: 12 }, (_, i) => bigLog(i)), 2);
+    await send(
+      p,
+      Array.from({ length: 12 }, (_, i) => bigLog(i)),
+      2,
+    );
 
     const first = await get(url, '/v1/sandboxes/vm/events?limit=1000');
     expect(first.bytes).toBeLessThanOrEqual(MAX_EVENTS_RESPONSE_BYTES);
@@ -164,11 +196,17 @@ describe('reading a history of large events', () => {
 
   it("a sandbox's detail lists its phases within a byte budget, and says when there are more", async () => {
     const { url, socket } = await start();
-    const p = connectProbe(socket, { status: { ...initialStatus(49983), target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true } } });
+    const p = connectProbe(socket, {
+      status: { ...initialStatus(49983), target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true } },
+    });
     await p.connect();
     // Eight phase markers of 260 KB each: every field at its bound.
     const fields = Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`k${i}`, 'v'.repeat(4096)]));
-    await send(p, Array.from({ length: 8 }, (_, i) => ({ kind: 'phase', name: `p${i}`, fields })), 1);
+    await send(
+      p,
+      Array.from({ length: 8 }, (_, i) => ({ kind: 'phase', name: `p${i}`, fields })),
+      1,
+    );
     const d = await get(url, '/v1/sandboxes/vm');
     expect(d.bytes).toBeLessThan(1.5 * MiB);
     expect(d.json.morePhases).toBe(true);
@@ -213,11 +251,17 @@ describe('automatic dumps', () => {
         await waitFor(`automatic dump ${g}`, async () => (await autoDumps()).length === g);
       } else {
         // Skipped at once, on the state change: this session was never asked for a dump.
-        await waitFor('the skip in the history', async () => (await get(url, '/v1/sandboxes/vm/events?kind=dump')).json.events.some((e: Json) => e.data.error?.startsWith('skipped')));
+        await waitFor('the skip in the history', async () =>
+          (await get(url, '/v1/sandboxes/vm/events?kind=dump')).json.events.some((e: Json) => e.data.error?.startsWith('skipped')),
+        );
         expect(commands).toEqual([]);
       }
       if (g === 1) {
-        const r = await fetch(`${url}/v1/sandboxes/vm/dumps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        const r = await fetch(`${url}/v1/sandboxes/vm/dumps`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+        });
         expect(r.status).toBe(201);
         operatorDump = ((await r.json()) as Json).id;
       }
@@ -238,7 +282,10 @@ describe('automatic dumps', () => {
   });
 
   /** A probe whose answers to dump commands `answer` decides; records what it was asked. */
-  async function stuckProbe(socket: string, answer: (m: Extract<CollectorMessage, { type: 'command' }>) => { ok: boolean; text?: string; error?: string; source?: string }) {
+  async function stuckProbe(
+    socket: string,
+    answer: (m: Extract<CollectorMessage, { type: 'command' }>) => { ok: boolean; text?: string; error?: string; source?: string },
+  ) {
     const commands: Array<{ mode?: string; destructive?: boolean }> = [];
     const p = connectProbe(socket, {
       status: hung,
@@ -253,7 +300,14 @@ describe('automatic dumps', () => {
           id: m.id,
           ok: a.ok,
           ...(a.error ? { error: a.error } : {}),
-          dump: { mode: m.mode ?? 'threads', source: (a.source ?? 'proc') as 'proc', complete: a.ok, bytes: data.length, chunks: data.length ? 1 : 0, pid: 42 },
+          dump: {
+            mode: m.mode ?? 'threads',
+            source: (a.source ?? 'proc') as 'proc',
+            complete: a.ok,
+            bytes: data.length,
+            chunks: data.length ? 1 : 0,
+            pid: 42,
+          },
         });
       },
     });
@@ -264,7 +318,9 @@ describe('automatic dumps', () => {
   it('asks for the harmless goroutine dump first, and threads when that fails (not a Go target)', async () => {
     const { url, socket } = await start({ startDeadlineMs: 100 });
     const commands = await stuckProbe(socket, (m) =>
-      m.mode === 'goroutines' ? { ok: false, error: '/proc/42/exe is not a Go executable' } : { ok: true, text: 'threads of pid 42 (envd)\ntask 42 (envd) state=S wchan=futex_wait_queue\n' },
+      m.mode === 'goroutines'
+        ? { ok: false, error: '/proc/42/exe is not a Go executable' }
+        : { ok: true, text: 'threads of pid 42 (envd)\ntask 42 (envd) state=S wchan=futex_wait_queue\n' },
     );
     await waitFor('the threads fallback', async () => (await get(url, '/v1/sandboxes/vm/dumps')).json.dumps.length === 1);
     expect(commands).toEqual([
@@ -272,7 +328,12 @@ describe('automatic dumps', () => {
       { mode: 'threads', destructive: false },
     ]);
     const records = (await get(url, '/v1/sandboxes/vm/events?kind=dump')).json.events.map((e: Json) => e.data);
-    expect(records[0]).toMatchObject({ mode: 'goroutines', trigger: 'auto', complete: false, error: expect.stringContaining('not a Go executable') });
+    expect(records[0]).toMatchObject({
+      mode: 'goroutines',
+      trigger: 'auto',
+      complete: false,
+      error: expect.stringContaining('not a Go executable'),
+    });
     expect((await get(url, '/v1/sandboxes/vm')).json.reason).not.toContain('blocked in');
   });
 
@@ -284,7 +345,9 @@ describe('automatic dumps', () => {
     const traceback =
       'goroutine 1 [sync.Mutex.Lock]:\nsync.runtime_SemacquireMutex(0x1?, 0x0?, 0x1?)\n\t/usr/local/go/src/runtime/sema.go:95 +0x25\n' +
       'main.(*cgroupManager).acquireRoot(...)\n\t/build/envd/cgroups.go:52 +0x33\nmain.main()\n\t/build/envd/main.go:190 +0x185\n';
-    const commands = await stuckProbe(socket, (m) => (m.destructive ? { ok: true, text: traceback, source: 'sigquit' } : { ok: true, text: traceback, source: 'memory' }));
+    const commands = await stuckProbe(socket, (m) =>
+      m.destructive ? { ok: true, text: traceback, source: 'sigquit' } : { ok: true, text: traceback, source: 'memory' },
+    );
     const d = await waitFor('the blocked frame in the reason', async () => {
       const v = (await get(url, '/v1/sandboxes/vm')).json;
       return v.reason.includes('blocked in') ? v : null;

@@ -517,7 +517,10 @@ describe('Session: before hello', () => {
     const header = Buffer.alloc(4);
     header.writeUInt32BE(MAX_HELLO_FRAME_BYTES + 1, 0);
     probe.raw(Buffer.concat([header, Buffer.alloc(32 * 1024)]));
-    expect(await host.closed()).toMatchObject({ code: 'ERR_FRAME_TOO_LARGE', reason: expect.stringContaining(`exceeds ${MAX_HELLO_FRAME_BYTES}`) });
+    expect(await host.closed()).toMatchObject({
+      code: 'ERR_FRAME_TOO_LARGE',
+      reason: expect.stringContaining(`exceeds ${MAX_HELLO_FRAME_BYTES}`),
+    });
     expect(sessions[0]!.isClosed).toBe(true);
     await probe.until(() => probe.ended, 'socket close');
   });
@@ -544,7 +547,7 @@ describe('Session: before hello', () => {
   });
 });
 
-describe('Session: one budget for all of a sandbox\'s connections', () => {
+describe("Session: one budget for all of a sandbox's connections", () => {
   it('a reconnect does not get a fresh burst', async () => {
     const size = encodeMessage(hello).length;
     const burst = 4 * size + size / 2; // room for four hellos, not five
@@ -568,7 +571,12 @@ describe('Session: one budget for all of a sandbox\'s connections', () => {
 describe('Session: dump grants last as long as their request', () => {
   // A bucket too small for one 20 KiB chunk: only a grant lets it through.
   const budget: BudgetLimits = { bytesPerSec: 1, burstBytes: 2000, framesPerSec: 1000, burstFrames: 1000 };
-  const chunk = (id: number, index: number): ProbeMessage => ({ type: 'dump.chunk', id, index, data: new Uint8Array(20 * 1024).fill(index) });
+  const chunk = (id: number, index: number): ProbeMessage => ({
+    type: 'dump.chunk',
+    id,
+    index,
+    data: new Uint8Array(20 * 1024).fill(index),
+  });
   const commandId = async (probe: Probe) => ((await probe.next('command')) as { id: number }).id;
 
   it('covers the chunks of an open request, and is taken back once it is answered', async () => {

@@ -5,7 +5,15 @@ import zlib from 'node:zlib';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
-import { EVENT_OVERHEAD_BYTES, KEEP_DUMPS, Store, type DumpRecord, type EventRecord, type Retention, type SessionRecord } from '../src/collector/store.js';
+import {
+  EVENT_OVERHEAD_BYTES,
+  KEEP_DUMPS,
+  Store,
+  type DumpRecord,
+  type EventRecord,
+  type Retention,
+  type SessionRecord,
+} from '../src/collector/store.js';
 
 const cleanup: Array<() => void> = [];
 afterEach(() => {
@@ -141,7 +149,7 @@ describe('Store.events', () => {
     return store;
   }
 
-  it('returns a sandbox\'s events in id order, with their fields', async () => {
+  it("returns a sandbox's events in id order, with their fields", async () => {
     const store = await seeded();
     const all = store.events('sb1', { limit: 100 }).events;
     expect(all.map((e) => e.kind)).toEqual(['target.found', 'phase', 'listener.bound', 'state', 'phase', 'target.exit', 'targetx']);
@@ -213,7 +221,10 @@ describe('Store.ackFloor', () => {
     const store = open(tmpDir());
     // Session 1 (collector generation 1) of instance A, probe generation 1: seqs 1..5 stored.
     store.openSession(session({ generation: 1, probeGeneration: 1 }));
-    await appendAndWait(store, [1, 2, 3, 4, 5].map((seq) => ev('sb1', 1, seq)));
+    await appendAndWait(
+      store,
+      [1, 2, 3, 4, 5].map((seq) => ev('sb1', 1, seq)),
+    );
     store.closeSession('sb1', 1, 'probe closed the connection');
 
     // The same probe reconnects (its 2nd session): it already has 1..5 stored here.
@@ -302,7 +313,9 @@ function held(dir: string, sandboxId: string) {
   const db = reader(dir);
   const q = (origin: string) =>
     db
-      .prepare(`SELECT COUNT(*) AS events, COALESCE(SUM(bytes + ${EVENT_OVERHEAD_BYTES}), 0) AS bytes FROM events WHERE sandbox_id = ? AND seq IS ${origin}`)
+      .prepare(
+        `SELECT COUNT(*) AS events, COALESCE(SUM(bytes + ${EVENT_OVERHEAD_BYTES}), 0) AS bytes FROM events WHERE sandbox_id = ? AND seq IS ${origin}`,
+      )
       .get(sandboxId) as { events: number; bytes: number };
   const out = { guest: q('NOT NULL'), collector: q('NULL') };
   db.close();
@@ -321,7 +334,10 @@ describe('Store retention', () => {
   it('keeps the newest probe events by count, pruned back to 90% when over', async () => {
     const dir = tmpDir();
     const store = open(dir, { guestEvents: 10 });
-    await appendAndWait(store, Array.from({ length: 10 }, (_, i) => ev('sb1', 1, i + 1)));
+    await appendAndWait(
+      store,
+      Array.from({ length: 10 }, (_, i) => ev('sb1', 1, i + 1)),
+    );
     expect(store.events('sb1', { limit: 100 }).events).toHaveLength(10);
     await appendAndWait(store, [ev('sb1', 1, 11), ev('sb2', 1, 1)]);
     expect(store.events('sb1', { limit: 100 }).events.map((e) => e.seq)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11]);
@@ -336,7 +352,10 @@ describe('Store retention', () => {
     await appendAndWait(store, collectorEvents('sb1', 44));
     let seq = 0;
     for (let b = 0; b < 84; b++) {
-      await appendAndWait(store, Array.from({ length: 256 }, () => ev('sb1', 1, ++seq, 'phase', { n: seq })));
+      await appendAndWait(
+        store,
+        Array.from({ length: 256 }, () => ev('sb1', 1, ++seq, 'phase', { n: seq })),
+      );
     }
     const h = held(dir, 'sb1');
     expect(h.collector.events).toBe(44);
@@ -368,7 +387,10 @@ describe('Store retention', () => {
     let seq = 0;
     // 20 MB in 200 events, each well within the event cap: only the byte quota can stop it.
     for (let b = 0; b < 20; b++) {
-      await appendAndWait(store, Array.from({ length: 10 }, () => ev('sb1', 1, ++seq, 'log.lines', { stream: 'stderr', lines: [big] })));
+      await appendAndWait(
+        store,
+        Array.from({ length: 10 }, () => ev('sb1', 1, ++seq, 'log.lines', { stream: 'stderr', lines: [big] })),
+      );
       const h = held(dir, 'sb1');
       expect(h.guest.bytes + h.collector.bytes).toBeLessThanOrEqual(4 * MiB);
     }
@@ -386,7 +408,10 @@ describe('Store retention', () => {
     const store = open(dir, { sandboxBytes: 8 * MiB }); // share: 1 MiB
     await appendAndWait(store, [ev('sb1', 1, 1)]);
     const reason = 'r'.repeat(100 * KiB);
-    await appendAndWait(store, Array.from({ length: 15 }, (_, i) => ev('sb1', 1, null, 'state', { i, reason })));
+    await appendAndWait(
+      store,
+      Array.from({ length: 15 }, (_, i) => ev('sb1', 1, null, 'state', { i, reason })),
+    );
     const h = held(dir, 'sb1');
     expect(h.collector.bytes).toBeLessThanOrEqual(1 * MiB);
     expect(h.collector.events).toBeGreaterThan(5);
@@ -401,7 +426,10 @@ describe('Store retention', () => {
     const big = 'x'.repeat(100 * KiB);
     let seq = 0;
     for (let b = 0; b < 10; b++) {
-      await appendAndWait(store, Array.from({ length: 10 }, () => ev('flood', 1, ++seq, 'log.lines', { lines: [big] })));
+      await appendAndWait(
+        store,
+        Array.from({ length: 10 }, () => ev('flood', 1, ++seq, 'log.lines', { lines: [big] })),
+      );
     }
     const f = held(dir, 'flood');
     const s = held(dir, 'small');
@@ -413,7 +441,10 @@ describe('Store retention', () => {
   it('remembers what each sandbox holds across a restart, and applies lowered bounds at open', async () => {
     const dir = tmpDir();
     const first = new Store(dir);
-    await appendAndWait(first, Array.from({ length: 30 }, (_, i) => ev('sb1', 1, i + 1, 'log.lines', { lines: ['y'.repeat(50 * KiB)] })));
+    await appendAndWait(
+      first,
+      Array.from({ length: 30 }, (_, i) => ev('sb1', 1, i + 1, 'log.lines', { lines: ['y'.repeat(50 * KiB)] })),
+    );
     await appendAndWait(first, collectorEvents('sb1', 3));
     first.close();
     // 1.5 MB held; reopened with a 1 MiB quota, it is cut before any new event arrives.
@@ -427,9 +458,14 @@ describe('Store retention', () => {
   it('counts nothing of a commit that failed', async () => {
     const dir = tmpDir();
     const store = open(dir, { guestEvents: 10 });
-    await appendAndWait(store, Array.from({ length: 9 }, (_, i) => ev('sb1', 1, i + 1)));
+    await appendAndWait(
+      store,
+      Array.from({ length: 9 }, (_, i) => ev('sb1', 1, i + 1)),
+    );
     // A duplicate seq fails the whole batch: its five rows were never stored...
-    const err = await new Promise<Error | null>((resolve) => store.append([ev('sb1', 1, 10), ev('sb1', 1, 11), ev('sb1', 1, 12), ev('sb1', 1, 13), ev('sb1', 1, 1)], resolve));
+    const err = await new Promise<Error | null>((resolve) =>
+      store.append([ev('sb1', 1, 10), ev('sb1', 1, 11), ev('sb1', 1, 12), ev('sb1', 1, 13), ev('sb1', 1, 1)], resolve),
+    );
     expect(err).toBeInstanceOf(Error);
     // ...so one more is the tenth, within the bound: nothing is pruned.
     await appendAndWait(store, [ev('sb1', 1, 10)]);
@@ -439,7 +475,8 @@ describe('Store retention', () => {
   it('drops the usage of a deleted sandbox', async () => {
     const dir = tmpDir();
     const store = open(dir, { totalBytes: 2 * MiB });
-    const rows = (id: string, n: number) => Array.from({ length: n }, (_, i) => ev(id, 1, i + 1, 'log.lines', { lines: ['z'.repeat(100 * KiB)] }));
+    const rows = (id: string, n: number) =>
+      Array.from({ length: n }, (_, i) => ev(id, 1, i + 1, 'log.lines', { lines: ['z'.repeat(100 * KiB)] }));
     await appendAndWait(store, rows('gone', 15));
     store.deleteSandbox('gone');
     // 1.5 MB in a new sandbox fits the 2 MiB total once the deleted one no longer counts.
@@ -452,7 +489,9 @@ describe('Store retention', () => {
     const old = new Database(path.join(dir, 'vsockdiag.db'));
     old.exec(`CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, sandbox_id TEXT NOT NULL, generation INTEGER NOT NULL,
       seq INTEGER, kind TEXT NOT NULL, t_guest REAL, t_host INTEGER NOT NULL, data TEXT NOT NULL)`);
-    const insert = old.prepare('INSERT INTO events (sandbox_id, generation, seq, kind, t_guest, t_host, data) VALUES (?, 1, ?, ?, 0, 0, ?)');
+    const insert = old.prepare(
+      'INSERT INTO events (sandbox_id, generation, seq, kind, t_guest, t_host, data) VALUES (?, 1, ?, ?, 0, 0, ?)',
+    );
     for (let i = 1; i <= 20; i++) insert.run('sb1', i, 'log.lines', JSON.stringify({ lines: ['o'.repeat(100 * KiB)] }));
     insert.run('sb1', null, 'state', JSON.stringify({ state: 'ready' }));
     old.close();
@@ -473,7 +512,7 @@ describe('event size cap', () => {
     const row = ev('sb1', 1, 1, 'log.lines', { stream: 'stderr', lines, dropped: 3 });
     const notice0 = { level: 'warn', message: 'm'.repeat(MAX_EVENT_DATA_BYTES) };
     await appendAndWait(store, [row, ev('sb1', 1, 2, 'probe.notice', notice0)]);
-    const [logs, notice] = store.events('sb1', { limit: 10 }).events as Array<{ data: Record<string, any> }>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const [logs, notice] = store.events('sb1', { limit: 10 }).events as Array<{ data: Record<string, any> }>;
     // The leading lines that fit are kept, in order; the note says how many there were.
     expect(logs!.data.stream).toBe('stderr');
     expect(logs!.data.dropped).toBe(3);
@@ -483,11 +522,17 @@ describe('event size cap', () => {
     expect(logs!.data.truncated).toEqual({ bytes: expect.any(Number), limit: MAX_EVENT_DATA_BYTES, cut: { lines: 200 } });
     expect(logs!.data.truncated.bytes).toBeGreaterThan(2 * MiB);
     // A field that cannot be cut is left out, and named.
-    expect(notice!.data).toEqual({ level: 'warn', truncated: { bytes: Buffer.byteLength(JSON.stringify(notice0)), limit: MAX_EVENT_DATA_BYTES, omitted: ['message'] } });
+    expect(notice!.data).toEqual({
+      level: 'warn',
+      truncated: { bytes: Buffer.byteLength(JSON.stringify(notice0)), limit: MAX_EVENT_DATA_BYTES, omitted: ['message'] },
+    });
     // The row handed in now holds what was stored (the live stream shows the same).
     expect(row.data).toEqual(logs!.data);
     const db = reader(dir);
-    const sizes = db.prepare('SELECT bytes, length(CAST(data AS BLOB)) AS actual FROM events').all() as Array<{ bytes: number; actual: number }>;
+    const sizes = db.prepare('SELECT bytes, length(CAST(data AS BLOB)) AS actual FROM events').all() as Array<{
+      bytes: number;
+      actual: number;
+    }>;
     for (const s of sizes) {
       expect(s.bytes).toBe(s.actual);
       expect(s.bytes).toBeLessThanOrEqual(MAX_EVENT_DATA_BYTES);
@@ -506,7 +551,10 @@ describe('Store.events by bytes', () => {
   it('stops a page at maxBytes, says there is more, and paging either way returns everything', async () => {
     const store = open(tmpDir());
     const payload = 'p'.repeat(100 * KiB);
-    await appendAndWait(store, Array.from({ length: 25 }, (_, i) => ev('sb1', 1, i + 1, 'log.lines', { lines: [payload] })));
+    await appendAndWait(
+      store,
+      Array.from({ length: 25 }, (_, i) => ev('sb1', 1, i + 1, 'log.lines', { lines: [payload] })),
+    );
     const all: number[] = [];
     for (let after = 0; ; ) {
       const page = store.events('sb1', { after, limit: 1000, maxBytes: 1 * MiB });
@@ -534,7 +582,10 @@ describe('Store.events by bytes', () => {
     expect(first.more).toBe(true);
     expect(store.events('sb1', { limit: 2 }).more).toBe(false);
     expect(store.events('sb1', { limit: 1 }).more).toBe(true);
-    expect(store.events('sb1', { after: first.events[0]!.id, limit: 1, maxBytes: 1000 })).toMatchObject({ more: false, events: [{ seq: 2 }] });
+    expect(store.events('sb1', { after: first.events[0]!.id, limit: 1, maxBytes: 1000 })).toMatchObject({
+      more: false,
+      events: [{ seq: 2 }],
+    });
   });
 });
 

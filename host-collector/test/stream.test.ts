@@ -65,7 +65,11 @@ describe('/v1/stream', () => {
     const url = await start();
     const dir = path.join(collectors.dir, 'a');
     fs.mkdirSync(dir);
-    await fetch(`${url}/v1/sandboxes/a`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
+    await fetch(`${url}/v1/sandboxes/a`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }),
+    });
     const c = await client(`${url}/v1/stream`);
     const snap = await c.next((m) => m.type === 'snapshot');
     expect(snap.sandboxes.map((s: any) => s.id)).toEqual(['a']);
@@ -85,7 +89,11 @@ describe('/v1/stream', () => {
     const url = await start();
     const dir = path.join(collectors.dir, 'b');
     fs.mkdirSync(dir);
-    await fetch(`${url}/v1/sandboxes/b`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
+    await fetch(`${url}/v1/sandboxes/b`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }),
+    });
     const c = await client(`${url}/v1/stream`);
     await probe(path.join(dir, 'v.sock_52000'));
     await c.next((m) => m.type === 'sandbox');
@@ -124,10 +132,17 @@ describe('/v1/stream', () => {
 describe('/v1/phases', () => {
   it('aggregates phase durations across sandboxes', async () => {
     const url = await start();
-    for (const [id, gaps] of [['p1', [10, 200]], ['p2', [30, 400]]] as const) {
+    for (const [id, gaps] of [
+      ['p1', [10, 200]],
+      ['p2', [30, 400]],
+    ] as const) {
       const dir = path.join(collectors.dir, id);
       fs.mkdirSync(dir);
-      await fetch(`${url}/v1/sandboxes/${id}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }) });
+      await fetch(`${url}/v1/sandboxes/${id}`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }),
+      });
       const p = await probe(path.join(dir, 'v.sock_52000'));
       await new Promise((r) => setTimeout(r, 50));
       const t0 = 2000;

@@ -123,7 +123,10 @@ describe('decide(): ready', () => {
   it('needs READY=1 when the target reports phases', () => {
     const bound = { bound: true, since: 2000, pid: PID };
     const notYet = decide(
-      input({ now: 3000, status: status({ target: {}, listener: bound, phases: { reported: true, ready: false, last: { name: 'x', t: 2500 } } }) }),
+      input({
+        now: 3000,
+        status: status({ target: {}, listener: bound, phases: { reported: true, ready: false, last: { name: 'x', t: 2500 } } }),
+      }),
     );
     expect(notYet.state).toBe('starting');
     expect(notYet.reason).toContain('listening on :49983 but start-up never finished (no READY=1)');
@@ -169,7 +172,9 @@ describe('decide(): stuck', () => {
     const blocked = { pid: PID, text: 'main goroutine blocked in main.(*cgroupManager).acquireRoot (sync.Mutex.Lock)' };
     const s = status({ target: {}, phases: { reported: true, last: { name: 'cgroup-manager', t: 3000 } } });
     const v = decide(input({ now: 9000, status: s, blocked }));
-    expect(v.reason).toMatch(/last phase "cgroup-manager" 6\.0s ago; main goroutine blocked in main\.\(\*cgroupManager\)\.acquireRoot \(sync\.Mutex\.Lock\)$/);
+    expect(v.reason).toMatch(
+      /last phase "cgroup-manager" 6\.0s ago; main goroutine blocked in main\.\(\*cgroupManager\)\.acquireRoot \(sync\.Mutex\.Lock\)$/,
+    );
     // A restarted target (another pid) is not blocked where the old one was.
     expect(decide(input({ now: 9000, status: s, blocked: { ...blocked, pid: PID + 1 } })).reason).not.toContain('blocked in');
     // Nor is a target that is still starting.
@@ -183,7 +188,9 @@ describe('decide(): stuck', () => {
   });
 
   it('describes a phase with only a status text', () => {
-    const v = decide(input({ now: 9000, status: status({ target: {}, phases: { reported: true, last: { status: 'waiting for MMDS', t: 2000 } } }) }));
+    const v = decide(
+      input({ now: 9000, status: status({ target: {}, phases: { reported: true, last: { status: 'waiting for MMDS', t: 2000 } } }) }),
+    );
     expect(v.state).toBe('stuck');
     expect(v.reason).toContain('last phase "waiting for MMDS" 7.0s ago');
   });
@@ -206,7 +213,11 @@ describe('decide(): stuck', () => {
     const v = decide(
       input({
         now: 2500,
-        status: status({ target: {}, listener: { bound: false, since: 2000 }, phases: { reported: true, last: { name: 'serve', t: 2400 } } }),
+        status: status({
+          target: {},
+          listener: { bound: false, since: 2000 },
+          phases: { reported: true, last: { name: 'serve', t: 2400 } },
+        }),
       }),
     );
     expect(v.state).toBe('stuck');
@@ -245,7 +256,10 @@ describe('decide(): exited and silent', () => {
 
   it('reports the signal (and the last phase)', () => {
     const v = decide(
-      input({ now: 5000, status: status({ target: { alive: false, signal: 'SIGKILL' }, phases: { reported: true, last: { name: 'mmds', t: 3000 } } }) }),
+      input({
+        now: 5000,
+        status: status({ target: { alive: false, signal: 'SIGKILL' }, phases: { reported: true, last: { name: 'mmds', t: 3000 } } }),
+      }),
     );
     expect(v.state).toBe('exited');
     expect(v.reason).toBe('envd (pid 42) killed by SIGKILL, last phase "mmds"');
@@ -320,7 +334,10 @@ describe('decide(input, false): the state without the text', () => {
       input({
         now: 3000,
         status: status({ target: {}, listener: { bound: true, since: 2000 } }),
-        conditions: [{ name: 'not-accepting', detail: 'x' }, { name: 'clock-skew', detail: 'y' }],
+        conditions: [
+          { name: 'not-accepting', detail: 'x' },
+          { name: 'clock-skew', detail: 'y' },
+        ],
         conditionsRecheckAt: 2500,
       }),
       input({ now: 3000, status: status({ target: { alive: false, exitCode: 1 } }) }),

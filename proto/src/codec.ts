@@ -5,12 +5,7 @@ import { Decoder, Encoder } from '@msgpack/msgpack';
 import { ProtocolError } from './errors.js';
 import { frame } from './frame.js';
 import { MAX_FRAME_BYTES, MAX_NESTING_DEPTH } from './limits.js';
-import {
-  collectorMessageSchema,
-  probeMessageSchema,
-  type CollectorMessage,
-  type ProbeMessage,
-} from './messages.js';
+import { collectorMessageSchema, probeMessageSchema, type CollectorMessage, type ProbeMessage } from './messages.js';
 import { withinDepth } from './msgpack-depth.js';
 import type { Schema } from './schema.js';
 

@@ -67,7 +67,6 @@ export const probeMessages = {
   heartbeat: s.object({ sinceBootMs: ms }),
 };
 
-
 export const collectorMessages = {
   /** Answer to hello: the probe resends every event after `ack`. */
   welcome: s.object({ ack: seq, hostWallMs: ms }),

@@ -16,10 +16,14 @@ export function withinDepth(body: Uint8Array, maxDepth: number): boolean {
     const h = body[pos]!;
     let size = 1;
     let items = 0;
-    if (h < 0x80 || h >= 0xe0) size = 1; // fixint
-    else if (h < 0x90) items = (h & 0x0f) * 2; // fixmap
-    else if (h < 0xa0) items = h & 0x0f; // fixarray
-    else if (h < 0xc0) size = 1 + (h & 0x1f); // fixstr
+    if (h < 0x80 || h >= 0xe0)
+      size = 1; // fixint
+    else if (h < 0x90)
+      items = (h & 0x0f) * 2; // fixmap
+    else if (h < 0xa0)
+      items = h & 0x0f; // fixarray
+    else if (h < 0xc0)
+      size = 1 + (h & 0x1f); // fixstr
     else {
       switch (h) {
         case 0xc4: // bin 8

@@ -118,15 +118,6 @@ export function boolean(): Schema<boolean> {
   };
 }
 
-export function literal<const V extends string | number | boolean>(value: V): Schema<V> {
-  return {
-    parse(v) {
-      if (v !== value) fail(`expected ${JSON.stringify(value)}`);
-      return value;
-    },
-  };
-}
-
 export function oneOf<const V extends readonly string[]>(values: V): Schema<V[number]> {
   const allowed = new Set<string>(values);
   return {

@@ -4,13 +4,7 @@ import { helloMessage } from '../../test/support/hello.js';
 import { decodeCollectorMessage, decodeProbeMessage, encodeMessage } from '../src/codec.js';
 import { ProtocolError } from '../src/errors.js';
 import { FrameDecoder, frame } from '../src/frame.js';
-import {
-  MAX_EVENTS_PER_BATCH,
-  MAX_HELLO_FRAME_BYTES,
-  MAX_NAME,
-  MAX_NESTING_DEPTH,
-  MAX_TEXT,
-} from '../src/limits.js';
+import { MAX_EVENTS_PER_BATCH, MAX_HELLO_FRAME_BYTES, MAX_NAME, MAX_NESTING_DEPTH, MAX_TEXT } from '../src/limits.js';
 import type { CollectorMessage, ProbeMessage } from '../src/messages.js';
 
 const status = {
@@ -115,8 +109,22 @@ describe('codec', () => {
     const raw = Buffer.from(encode({ type: 'ack', seq: 5, extra: 'ignored' }));
     expect(decodeCollectorMessage(raw)).toEqual({ type: 'ack', seq: 5 });
     // A hand-built map with a __proto__ key: either refused by the decoder or stripped.
-    const evil = Buffer.from([0x83, 0xa4, ...Buffer.from('type'), 0xa3, ...Buffer.from('ack'), 0xa3, ...Buffer.from('seq'), 0x01,
-      0xa9, ...Buffer.from('__proto__'), 0x81, 0xa5, ...Buffer.from('admin'), 0xc3]);
+    const evil = Buffer.from([
+      0x83,
+      0xa4,
+      ...Buffer.from('type'),
+      0xa3,
+      ...Buffer.from('ack'),
+      0xa3,
+      ...Buffer.from('seq'),
+      0x01,
+      0xa9,
+      ...Buffer.from('__proto__'),
+      0x81,
+      0xa5,
+      ...Buffer.from('admin'),
+      0xc3,
+    ]);
     let parsed: unknown;
     try {
       parsed = decodeCollectorMessage(evil);
@@ -129,7 +137,7 @@ describe('codec', () => {
 
   it('fuzz: random and mutated bodies only ever fail with a ProtocolError', () => {
     let seed = 7;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+    const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
     const valid = probeSamples.map((m) => encodeMessage(m).subarray(4));
     for (let i = 0; i < 3000; i++) {
       let input: Buffer;
@@ -160,7 +168,9 @@ describe('codec', () => {
 
     const million = Buffer.alloc(1024 * 1024, 0x91);
     million[million.length - 1] = 0xc0;
-    expect(() => decodeProbeMessage(million)).toThrowError(expect.objectContaining({ code: 'ERR_MSGPACK', message: `nested deeper than ${MAX_NESTING_DEPTH}` }));
+    expect(() => decodeProbeMessage(million)).toThrowError(
+      expect.objectContaining({ code: 'ERR_MSGPACK', message: `nested deeper than ${MAX_NESTING_DEPTH}` }),
+    );
   });
 
   it('the largest hello the schema allows fits the frame limit before hello', () => {
@@ -169,19 +179,47 @@ describe('codec', () => {
     const big = Number.MAX_SAFE_INTEGER;
     const f = 1e13 - 0.5;
     const largest = {
-      type: 'hello', protocol: 0xffff, probeVersion: t(64), instanceId: t(64), generation: big, bootId: t(64),
-      clocks: { wallMs: f, sinceBootMs: f }, lastSeq: big,
+      type: 'hello',
+      protocol: 0xffff,
+      probeVersion: t(64),
+      instanceId: t(64),
+      generation: big,
+      bootId: t(64),
+      clocks: { wallMs: f, sinceBootMs: f },
+      lastSeq: big,
       config: { target: t(MAX_NAME), expectPort: 65535, pprof: true },
       status: {
-        target: { pid: 0x3fffffff, name: t(MAX_NAME), startedAt: f, source: 'pidfile', alive: true, exitCode: 255, signal: t(16), threads: big, rssKb: big },
+        target: {
+          pid: 0x3fffffff,
+          name: t(MAX_NAME),
+          startedAt: f,
+          source: 'pidfile',
+          alive: true,
+          exitCode: 255,
+          signal: t(16),
+          threads: big,
+          rssKb: big,
+        },
         listener: { port: 65535, bound: true, since: f, address: t(64), pid: 0x3fffffff, acceptQueue: big, queuedSince: f },
         health: { url: t(256), t: f, ok: true, status: 599, latencyMs: 1e7 - 0.5, error: t(256) },
         sockets: {
-          t: f, tcpInUse: big, timeWait: big, remotesDistinct: big, censusAt: f,
+          t: f,
+          tcpInUse: big,
+          timeWait: big,
+          remotesDistinct: big,
+          censusAt: f,
           byState: Object.fromEntries(Array.from({ length: 16 }, (_, i) => [t(16, String.fromCharCode(0x4e00 + i)), big])),
           top: Array.from({ length: 20 }, () => ({ address: t(64), port: 65535, count: big })),
         },
-        system: { t: f, uptimeMs: f, load: [1e6 - 0.5, 1e6 - 0.5, 1e6 - 0.5], memTotalKb: big, memAvailableKb: big, bootId: t(64), wallMs: f },
+        system: {
+          t: f,
+          uptimeMs: f,
+          load: [1e6 - 0.5, 1e6 - 0.5, 1e6 - 0.5],
+          memTotalKb: big,
+          memAvailableKb: big,
+          bootId: t(64),
+          wallMs: f,
+        },
         probe: { listenerSource: 'sock_diag', fallbackReason: t(MAX_TEXT) },
         phases: { reported: true, last: { name: t(MAX_NAME), status: t(MAX_TEXT), t: f }, ready: true, readyAt: f },
       },

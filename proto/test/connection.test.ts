@@ -124,7 +124,9 @@ describe('transition', () => {
 
   it('makes every legal move, and the table holds exactly those', () => {
     for (const [from, event, to] of legal) expect(anyTransition(from, event)).toBe(to);
-    const table = Object.entries(CONNECTION_MOVES).flatMap(([from, moves]) => Object.entries(moves).map(([event, to]) => [from, event, to]));
+    const table = Object.entries(CONNECTION_MOVES).flatMap(([from, moves]) =>
+      Object.entries(moves).map(([event, to]) => [from, event, to]),
+    );
     expect(table).toEqual(legal);
   });
 
@@ -249,7 +251,9 @@ describe('Connection: frame limits', () => {
   it('refuses a frame over MAX_HELLO_FRAME_BYTES before the hello, on its length prefix', () => {
     const { socket, closes } = collectorSide();
     socket.emit('data', header(MAX_HELLO_FRAME_BYTES + 1));
-    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_FRAME_TOO_LARGE', reason: expect.stringContaining(`exceeds ${MAX_HELLO_FRAME_BYTES}`) })]);
+    expect(closes).toEqual([
+      expect.objectContaining({ code: 'ERR_FRAME_TOO_LARGE', reason: expect.stringContaining(`exceeds ${MAX_HELLO_FRAME_BYTES}`) }),
+    ]);
   });
 
   it('takes frames up to MAX_FRAME_BYTES once open, from the next frame of the same chunk', () => {
@@ -260,7 +264,9 @@ describe('Connection: frame limits', () => {
     socket.emit('data', Buffer.concat([encodeMessage(hello), big]));
     expect(received.map((m) => m.type)).toEqual(['hello', 'events']);
     socket.emit('data', header(MAX_FRAME_BYTES + 1));
-    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_FRAME_TOO_LARGE', reason: expect.stringContaining(`exceeds ${MAX_FRAME_BYTES}`) })]);
+    expect(closes).toEqual([
+      expect.objectContaining({ code: 'ERR_FRAME_TOO_LARGE', reason: expect.stringContaining(`exceeds ${MAX_FRAME_BYTES}`) }),
+    ]);
   });
 
   it('closes with ERR_MSGPACK on a bad body and ERR_FRAME_EMPTY on a zero length', () => {
@@ -309,7 +315,9 @@ describe('Connection: how it ends', () => {
       },
     });
     socket.emit('data', encodeMessage(hello));
-    expect(closes).toEqual([expect.objectContaining({ reason: 'internal error: store on fire', code: 'ERR_INTERNAL', from: 'awaiting-hello' })]);
+    expect(closes).toEqual([
+      expect.objectContaining({ reason: 'internal error: store on fire', code: 'ERR_INTERNAL', from: 'awaiting-hello' }),
+    ]);
   });
 
   it('reports once, then reads, dispatches and sends nothing', async () => {
@@ -399,7 +407,9 @@ describe('Connection: timers', () => {
     vi.advanceTimersByTime(1999);
     expect(closes).toEqual([]);
     vi.advanceTimersByTime(1);
-    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_UNEXPECTED', reason: 'no hello within 2000 ms', from: 'awaiting-hello' })]);
+    expect(closes).toEqual([
+      expect.objectContaining({ code: 'ERR_UNEXPECTED', reason: 'no hello within 2000 ms', from: 'awaiting-hello' }),
+    ]);
     expect(vi.getTimerCount()).toBe(0);
   });
 
@@ -430,7 +440,9 @@ describe('Connection: timers', () => {
   it('goes idle before the hello exchange too', () => {
     const { closes } = probeSide({ liveness: { ...liveness, heartbeat: () => ({ type: 'heartbeat', sinceBootMs: 1 }) } });
     vi.advanceTimersByTime(6000);
-    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_IDLE', reason: 'no word from the collector for 5000 ms', from: 'awaiting-hello' })]);
+    expect(closes).toEqual([
+      expect.objectContaining({ code: 'ERR_IDLE', reason: 'no word from the collector for 5000 ms', from: 'awaiting-hello' }),
+    ]);
   });
 
   it('a side that did not speak first heartbeats only once open, and only when nothing else went out', () => {

@@ -33,7 +33,7 @@ describe('FrameDecoder', () => {
 
   it('splits at random boundaries (property check)', () => {
     let seed = 42;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+    const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
     for (let round = 0; round < 200; round++) {
       const { frames, decoder } = collect();
       let at = 0;

@@ -11,6 +11,7 @@ function depthOf(v: unknown): number {
 
 // Leaves of every width, whose payloads are full of 0x91 (a fixarray header): a walk that
 // got a length wrong would read them as containers and find the value far deeper than it is.
+// biome-ignore format: one line per family of encodings, as the comments say
 const leaves: unknown[] = [
   0, 127, 200, 60_000, 4e9, Number.MAX_SAFE_INTEGER, -1, -100, -30_000, -2e9, -Number.MAX_SAFE_INTEGER, 1.5, null, true, false,
   'x', '\u0091'.repeat(15), '\u0091'.repeat(100), '\u0091'.repeat(40_000), // fixstr, str 8, 16, 32

@@ -30,7 +30,12 @@ describe('schema paths', () => {
   });
 
   it('joins keys with dots and indices with brackets, however deep', () => {
-    const bad = { shapes: [{ kind: 'line', points: [] }, { kind: 'line', points: [{ x: 1 }, { x: -1 }] }] };
+    const bad = {
+      shapes: [
+        { kind: 'line', points: [] },
+        { kind: 'line', points: [{ x: 1 }, { x: -1 }] },
+      ],
+    };
     expect(failure(() => message.parse(bad))).toEqual({
       code: 'ERR_SCHEMA',
       message: 'shapes[1].points[1].x: integer out of range [0, 9007199254740991]',
@@ -63,7 +68,13 @@ describe('schema values', () => {
 
   it('passes errors that are not violations through unchanged', () => {
     const boom = new RangeError('boom');
-    const exploding = object({ a: { parse: () => { throw boom; } } });
+    const exploding = object({
+      a: {
+        parse: () => {
+          throw boom;
+        },
+      },
+    });
     expect(() => object({ inner: exploding }).parse({ inner: { a: 1 } })).toThrow(boom);
   });
 });

@@ -32,7 +32,10 @@ describe('applyEvent', () => {
   });
 
   it('tracks the listener, its accept queue and since when it has not drained', () => {
-    let s = applyEvent(initialStatus(49983), ev({ kind: 'listener.bound', port: 49983, address: '0.0.0.0', inode: 5, pid: 7, acceptQueue: 0 }, 1, 100));
+    let s = applyEvent(
+      initialStatus(49983),
+      ev({ kind: 'listener.bound', port: 49983, address: '0.0.0.0', inode: 5, pid: 7, acceptQueue: 0 }, 1, 100),
+    );
     expect(s.listener).toMatchObject({ bound: true, since: 100, acceptQueue: 0 });
     expect(s.listener.queuedSince).toBeUndefined();
     s = applyEvent(s, ev({ kind: 'listener.queue', port: 49983, acceptQueue: 2 }, 2, 200));
@@ -45,15 +48,24 @@ describe('applyEvent', () => {
   });
 
   it('keeps the last census when totals arrive alone', () => {
-    let s = applyEvent(initialStatus(1), ev({ kind: 'sockets', tcpInUse: 5, timeWait: 1, top: [{ address: 'a', port: 1, count: 3 }], censusAt: 10 }, 1, 10));
+    let s = applyEvent(
+      initialStatus(1),
+      ev({ kind: 'sockets', tcpInUse: 5, timeWait: 1, top: [{ address: 'a', port: 1, count: 3 }], censusAt: 10 }, 1, 10),
+    );
     s = applyEvent(s, ev({ kind: 'sockets', tcpInUse: 50, timeWait: 9 }, 2, 20));
     expect(s.sockets).toMatchObject({ t: 20, tcpInUse: 50, timeWait: 9, censusAt: 10, top: [{ address: 'a', port: 1, count: 3 }] });
   });
 
   it('health, system and keyframes', () => {
-    let s = applyEvent(initialStatus(1), ev({ kind: 'health', url: 'http://x/health', ok: false, latencyMs: 3, error: 'ECONNREFUSED' }, 1, 10));
+    let s = applyEvent(
+      initialStatus(1),
+      ev({ kind: 'health', url: 'http://x/health', ok: false, latencyMs: 3, error: 'ECONNREFUSED' }, 1, 10),
+    );
     expect(s.health).toEqual({ url: 'http://x/health', ok: false, latencyMs: 3, error: 'ECONNREFUSED', t: 10 });
-    s = applyEvent(s, ev({ kind: 'system', uptimeMs: 1, load: [0, 0, 0], memTotalKb: 2, memAvailableKb: 1, bootId: 'b', wallMs: 5 }, 2, 20));
+    s = applyEvent(
+      s,
+      ev({ kind: 'system', uptimeMs: 1, load: [0, 0, 0], memTotalKb: 2, memAvailableKb: 1, bootId: 'b', wallMs: 5 }, 2, 20),
+    );
     expect(s.system).toMatchObject({ t: 20, bootId: 'b' });
     const other = initialStatus(7);
     expect(applyEvent(s, ev({ kind: 'keyframe', status: other }, 3, 30))).toEqual(other);

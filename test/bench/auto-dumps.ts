@@ -25,7 +25,11 @@ async function hungBoot(c: CollectorProcess, root: string, id: string): Promise<
       { timeoutMs: 20_000, intervalMs: 20 },
     );
     const stuck = (await allEvents(c, id, 'state')).find((e) => e.data.state === 'stuck');
-    return { ms: Date.parse(dump.at) - Date.parse(stuck.at), mode: dump.data.mode, complete: dump.data.complete === true && !dump.data.error };
+    return {
+      ms: Date.parse(dump.at) - Date.parse(stuck.at),
+      mode: dump.data.mode,
+      complete: dump.data.complete === true && !dump.data.error,
+    };
   } finally {
     await sb.stop();
     await c.api('DELETE', `/v1/sandboxes/${id}`);

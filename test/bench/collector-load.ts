@@ -125,7 +125,14 @@ export interface RateFigure {
 }
 
 /** Fires GETs at `rate`/s for `ms` on a fixed schedule (not waiting for answers). */
-async function openLoop(agent: http.Agent, base: URL, rate: number, ms: number, pathOf: () => string, into: { lat: number[]; statuses: Record<string, number>; lag: number[] }) {
+async function openLoop(
+  agent: http.Agent,
+  base: URL,
+  rate: number,
+  ms: number,
+  pathOf: () => string,
+  into: { lat: number[]; statuses: Record<string, number>; lag: number[] },
+) {
   const start = performance.now();
   const total = Math.floor((rate * ms) / 1000);
   let sent = 0;
@@ -177,13 +184,17 @@ async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, t
   const t0 = performance.now();
   for (let b = 0; b < blocks; b++) {
     for (const which of (b % 2 ? ['healthz', 'readiness'] : ['readiness', 'healthz']) as Array<'readiness' | 'healthz'>) {
-      const pathOf = which === 'healthz' ? () => '/healthz' : () => `/v1/sandboxes/${ids[Math.floor(Math.random() * ids.length)]}/readiness`;
+      const pathOf =
+        which === 'healthz' ? () => '/healthz' : () => `/v1/sandboxes/${ids[Math.floor(Math.random() * ids.length)]}/readiness`;
       acc[which].ms += await openLoop(agent, base, rate, blockMs, pathOf, acc[which]);
     }
   }
   mark();
   const ms = performance.now() - t0;
-  const runDelayPct = { collector: ((runDelayMs(pid) - wait0.collector) / ms) * 100, bench: ((runDelayMs('self') - wait0.self) / ms) * 100 };
+  const runDelayPct = {
+    collector: ((runDelayMs(pid) - wait0.collector) / ms) * 100,
+    bench: ((runDelayMs('self') - wait0.self) / ms) * 100,
+  };
   agent.destroy();
   const fig = (a: (typeof acc)['healthz']): RateFigure => ({
     requests: a.lat.length,
@@ -280,7 +291,9 @@ async function runFleet(n: number, opts: FleetOptions, progress: Progress): Prom
   const fdLimit = Number(/^Max open files\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/limits`, 'utf8'))?.[1] ?? Infinity);
   if (fdLimit < 2 * n + 256) {
     await c.stop();
-    throw new Error(`the collector may open only ${fdLimit} files; ${n} sessions need ${2 * n + 256}: raise the soft limit (ulimit -n) before make bench`);
+    throw new Error(
+      `the collector may open only ${fdLimit} files; ${n} sessions need ${2 * n + 256}: raise the soft limit (ulimit -n) before make bench`,
+    );
   }
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-f-'));
   const mark = () => void (opts.cpuProfDir && c.proc.kill('SIGUSR2'));
@@ -417,7 +430,15 @@ function body(i: number): EventBody {
     case 1:
       return { kind: 'target.sample', pid: 100, state: 'S', threads: 12, rssKb: 50_000 + (i % 1000), fds: 30, cpuMs: i };
     case 2:
-      return { kind: 'system', uptimeMs: 1000 + i, load: [0.1, 0.2, 0.3], memTotalKb: 2_000_000, memAvailableKb: 1_500_000, bootId: 'test-boot', wallMs: Date.now() };
+      return {
+        kind: 'system',
+        uptimeMs: 1000 + i,
+        load: [0.1, 0.2, 0.3],
+        memTotalKb: 2_000_000,
+        memAvailableKb: 1_500_000,
+        bootId: 'test-boot',
+        wallMs: Date.now(),
+      };
     default:
       return { kind: 'log.lines', stream: 'stdout', lines: [LOG_LINE] };
   }
@@ -447,7 +468,11 @@ export async function measureIngest(rounds: number, maxS: number, maxBytes: numb
       const id = `ingest-${r}`;
       const udsPath = path.join(root, `${r}.v`);
       await c.api('PUT', `/v1/sandboxes/${id}`, { udsPath });
-      const client = new ProbeClient({ path: `${udsPath}_${VSOCK_PORT}`, instanceId: `ingest${String(r).padStart(10, '0')}`, heartbeatMs: 1000 });
+      const client = new ProbeClient({
+        path: `${udsPath}_${VSOCK_PORT}`,
+        instanceId: `ingest${String(r).padStart(10, '0')}`,
+        heartbeatMs: 1000,
+      });
       await client.connect();
       // Warm-up: a few batches, not counted (JIT, SQLite page cache).
       for (let w = 0; w < 4; w++) {
@@ -515,7 +540,9 @@ export async function measureIngest(rounds: number, maxS: number, maxBytes: numb
       });
       sink.proc.kill('SIGKILL');
       runs.push({ events, bytes, s, rawS, cpuMs: roundCpuMs, waitMs });
-      progress(`ingest round ${r + 1}/${rounds}: ${events} events, ${(bytes / 2 ** 20).toFixed(1)} MiB in ${s.toFixed(2)} s; raw relay ${rawS.toFixed(3)} s`);
+      progress(
+        `ingest round ${r + 1}/${rounds}: ${events} events, ${(bytes / 2 ** 20).toFixed(1)} MiB in ${s.toFixed(2)} s; raw relay ${rawS.toFixed(3)} s`,
+      );
     }
   } finally {
     await c.stop();

@@ -79,7 +79,10 @@ function shortSource(p: string): string {
  * `range` (one profile), only samples between fromUs and toUs count: the profile's clock is
  * the monotonic one process.hrtime reads, in µs.
  */
-export function digestProfiles(files: string[], opts: { bundle?: string; range?: { fromUs: number; toUs: number }; top?: number } = {}): ProfileDigest {
+export function digestProfiles(
+  files: string[],
+  opts: { bundle?: string; range?: { fromUs: number; toUs: number }; top?: number } = {},
+): ProfileDigest {
   const bundle = opts.bundle ?? COLLECTOR_BIN;
   const top = opts.top ?? 30;
   const bundleName = `/${path.basename(bundle)}`;

@@ -75,7 +75,11 @@ export async function measureFleetBench(progress: Progress): Promise<FleetBench>
     if (!met.readiness) {
       progress('the readiness API missed its target: profiling the 1,000-sandbox collector');
       profiles.fleet.push(
-        await measureFleet(1000, { windowS: 10, latencySamples: 20, readiness: { rate: 500, totalMs: 6000, blocks: 6 }, cpuProfDir: path.join(profRoot, '1000') }, progress),
+        await measureFleet(
+          1000,
+          { windowS: 10, latencySamples: 20, readiness: { rate: 500, totalMs: 6000, blocks: 6 }, cpuProfDir: path.join(profRoot, '1000') },
+          progress,
+        ),
       );
     }
   } finally {
@@ -263,7 +267,10 @@ code cache a lookup) ${n0(share(d.self, 'Script', 'compileFunction', 'wrapSafe')
     const shared = r.healthz.latency.p99 > FLEET_TARGETS.readinessP99Ms;
     const routeUs =
       rd && prof1000?.readiness
-        ? n0((share(rd.digest.inclusive, '(anonymous) (http/routes/sandboxes.ts)') / 100) * rd.digest.busyMs * 1000 / prof1000.readiness.readiness.requests)
+        ? n0(
+            ((share(rd.digest.inclusive, '(anonymous) (http/routes/sandboxes.ts)') / 100) * rd.digest.busyMs * 1000) /
+              prof1000.readiness.readiness.requests,
+          )
         : '—';
     const gcLongest = rd?.digest.longest.filter((l) => l.top.startsWith('(garbage collector)')).length ?? 0;
     reading += `
@@ -277,7 +284,9 @@ time during these requests, which no code change removes.${
 longest busy stretches were ${rd.digest.longest
             .slice(0, 3)
             .map((l) => `${ms(l.ms)} ms (${l.top.replace(/\|/g, '\\|')})`)
-            .join(', ')}${gcLongest ? ` (${gcLongest} of the 5 longest are mostly garbage collection: see what the heap profile found in \`test/bench/FINDINGS.md\`)` : ''}.`
+            .join(
+              ', ',
+            )}${gcLongest ? ` (${gcLongest} of the 5 longest are mostly garbage collection: see what the heap profile found in \`test/bench/FINDINGS.md\`)` : ''}.`
         : ''
     }
 `;

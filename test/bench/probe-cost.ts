@@ -176,7 +176,12 @@ interface LoadedSandbox {
 
 /** A simulated sandbox (as test/harness/sandbox.ts builds them) with the load started before
  *  the probe: idle processes, socket load, then the probe, then the fake envd. */
-export async function startLoadedSandbox(root: string, id: string, envdArgs: string[], load: { processes: number; connections: number }): Promise<LoadedSandbox> {
+export async function startLoadedSandbox(
+  root: string,
+  id: string,
+  envdArgs: string[],
+  load: { processes: number; connections: number },
+): Promise<LoadedSandbox> {
   const envd = await buildFakeEnvd();
   const dir = path.join(root, id);
   fs.mkdirSync(dir, { recursive: true });
@@ -188,11 +193,16 @@ export async function startLoadedSandbox(root: string, id: string, envdArgs: str
   const probe = [
     process.execPath,
     PROBE_BIN,
-    '--connect', `unix:${guestHostPath(dir, DEFAULTS.vsockPort)}`,
-    '--listen', `unix:${guestListenPath(dir, DEFAULTS.probePort)}`,
-    '--notify-socket', notify,
-    '--expect-port', String(DEFAULTS.expectPort),
-    '--target', TARGET,
+    '--connect',
+    `unix:${guestHostPath(dir, DEFAULTS.vsockPort)}`,
+    '--listen',
+    `unix:${guestListenPath(dir, DEFAULTS.probePort)}`,
+    '--notify-socket',
+    notify,
+    '--expect-port',
+    String(DEFAULTS.expectPort),
+    '--target',
+    TARGET,
   ];
   const lines = [
     ...loadLines(dir, load.processes, load.connections),
@@ -326,7 +336,7 @@ export async function startProbeCost(windowS: number, progress: Progress): Promi
     }
     if (c) {
       await c.stop();
-      }
+    }
     fs.rmSync(root, { recursive: true, force: true });
   };
   try {
@@ -346,11 +356,15 @@ export async function startProbeCost(windowS: number, progress: Progress): Promi
     for (const sb of sandboxes) await c.api('PUT', `/v1/sandboxes/${sb.id}`, { udsPath: sb.udsPath });
     await waitForState(c, 'healthy', 'ready', 120_000);
     await waitForState(c, 'hung', 'starting', 120_000);
-    const pids = await waitFor('both probes', () => {
-      const h = hung!.probePid();
-      const s = healthy!.probePid();
-      return h !== null && s !== null ? { hung: h, healthy: s } : null;
-    }, { timeoutMs: 10_000 });
+    const pids = await waitFor(
+      'both probes',
+      () => {
+        const h = hung!.probePid();
+        const s = healthy!.probePid();
+        return h !== null && s !== null ? { hung: h, healthy: s } : null;
+      },
+      { timeoutMs: 10_000 },
+    );
     // Let the healthy probe's first 1 Hz ticks and both probes' first census pass.
     await new Promise((r) => setTimeout(r, 3000));
     const nsProcs = descendants(healthy!.ns.proc.pid!).length;
@@ -365,7 +379,10 @@ export async function startProbeCost(windowS: number, progress: Progress): Promi
       if (left > 0) progress(`probe cpu: ${windowS - left}/${windowS} s`);
     }
     const alive = () => {
-      for (const [sb, pid] of [[hung!, pids.hung], [healthy!, pids.healthy]] as const) {
+      for (const [sb, pid] of [
+        [hung!, pids.hung],
+        [healthy!, pids.healthy],
+      ] as const) {
         if (!fs.existsSync(`/proc/${pid}/stat`)) {
           throw new Error(`the ${sb.id} sandbox's probe (pid ${pid}) exited; sandbox output:\n${sb.ns.output().slice(-4000)}`);
         }

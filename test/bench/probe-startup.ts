@@ -22,9 +22,18 @@ const EACH_TIMEOUT_MS = 10_000;
 
 /** The probe's flags for a start-up run, timed and profiled alike: its collector is `sock`,
  *  everything optional is off, and the target never appears. */
-const startupArgs = (sock: string) =>
-  ['--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off', '--target', 'vd-bench-no-such-target'];
-
+const startupArgs = (sock: string) => [
+  '--connect',
+  `unix:${sock}`,
+  '--listen',
+  'off',
+  '--notify-socket',
+  'off',
+  '--kmsg',
+  'off',
+  '--target',
+  'vd-bench-no-such-target',
+];
 
 type Stat = ReturnType<typeof summarize>;
 export interface ProbeStartup {
@@ -61,7 +70,6 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
   let pending: { t0: number; firstByte?: number; done: (frameAt: number, bytes: number) => void } | null = null;
   const server = net.createServer((s) => {
     const mine = pending;
-    let bytes = 0;
     const decoder = new FrameDecoder((body) => {
       if (mine && pending === mine) {
         pending = null;
@@ -70,7 +78,6 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
     });
     s.on('data', (d: Buffer) => {
       if (mine && mine.firstByte === undefined) mine.firstByte = performance.now();
-      bytes += d.length;
       try {
         decoder.push(d);
       } catch {
@@ -230,7 +237,17 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
         const t0 = performance.now();
         const p = spawn(
           process.execPath,
-          ['--cpu-prof', '--cpu-prof-interval', '1000', '--cpu-prof-dir', profDir, '--require', modules.preload, launcher, ...startupArgs(sock)],
+          [
+            '--cpu-prof',
+            '--cpu-prof-interval',
+            '1000',
+            '--cpu-prof-dir',
+            profDir,
+            '--require',
+            modules.preload,
+            launcher,
+            ...startupArgs(sock),
+          ],
           { stdio: 'ignore', env: listEnv('probe') },
         );
         const exited = new Promise<void>((r) => p.once('exit', () => r()));
@@ -257,7 +274,10 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
       runs: files.length,
       firstFrame: summarize(frames),
       digest: digestProfiles(files, { bundle }),
-      builtinsBeforeHello: modules.read('probe').filter((m) => !atNode.has(m)).sort(),
+      builtinsBeforeHello: modules
+        .read('probe')
+        .filter((m) => !atNode.has(m))
+        .sort(),
       bundleBytes: { shipped: fs.statSync(shippedBundle).size, profiled: fs.statSync(bundle).size },
     };
   } finally {

@@ -26,7 +26,9 @@ try {
   );
   const rd = f.profile?.readiness;
   if (rd) {
-    process.stdout.write(`loop delay p99 ${rd.loop.p99.toFixed(1)} ms, max ${rd.loop.max.toFixed(1)} ms; GC ${rd.digest.gcMs.toFixed(0)} ms\n`);
+    process.stdout.write(
+      `loop delay p99 ${rd.loop.p99.toFixed(1)} ms, max ${rd.loop.max.toFixed(1)} ms; GC ${rd.digest.gcMs.toFixed(0)} ms\n`,
+    );
     for (const l of rd.digest.longest) process.stdout.write(`  busy ${l.ms.toFixed(1)} ms: ${l.top}\n`);
     for (const e of rd.digest.byOwnFunction.slice(0, 10)) process.stdout.write(`  ${e.pct.toFixed(1)} % ${e.name}\n`);
   }

@@ -103,8 +103,16 @@ function probeSection(): string {
     row('&nbsp;&nbsp;of which ListenerWatcher.tick (LISTEN-only `inet_diag`, IPv4 + IPv6)', us.listener, '—'),
     row('&nbsp;&nbsp;of which SocketWatcher.tick, totals only (`/proc/net/sockstat`)', us.sockstat, '—'),
     row('**one census**: socketCensus top 10 (all states, counted in the addon)', us.census, `${x(us.census.p50, us.sample.p50)} sample`),
-    row('baseline: `/proc/net/tcp` + `tcp6` read + parse, LISTEN on :49983 (the /proc listener fallback)', us.tcp, `${x(us.tcp.p50, us.sample.p50)} sample`),
-    row('baseline: `/proc/net/tcp` + `tcp6` read + parse, every socket', us.tcpAll, `${x(us.tcpAll.p50, us.sample.p50)} sample, ${x(us.tcpAll.p50, us.census.p50)} census`),
+    row(
+      'baseline: `/proc/net/tcp` + `tcp6` read + parse, LISTEN on :49983 (the /proc listener fallback)',
+      us.tcp,
+      `${x(us.tcp.p50, us.sample.p50)} sample`,
+    ),
+    row(
+      'baseline: `/proc/net/tcp` + `tcp6` read + parse, every socket',
+      us.tcpAll,
+      `${x(us.tcpAll.p50, us.sample.p50)} sample, ${x(us.tcpAll.p50, us.census.p50)} census`,
+    ),
     row('baseline: `/proc/*/comm` scan for a name (findProcessByName, no match)', us.scan, `${x(us.scan.p50, us.sample.p50)} sample`),
   ];
   const pct = (f: CpuFigure) => `${f.cpuPct.toFixed(2)} %`;

@@ -34,7 +34,9 @@ function configure(socketName: string, envdArgs: string): void {
   // envd's run as shipped, with the fake envd's flags on its exec line (the real envd takes none).
   const run = fs.readFileSync(ENVD_RUN, 'utf8');
   if (!run.includes('\nexec /usr/bin/envd\n')) throw new Error(`${ENVD_RUN} no longer ends in "exec /usr/bin/envd"`);
-  fs.writeFileSync(inImage('/etc/sv/envd/run'), run.replace('\nexec /usr/bin/envd\n', `\nexec /usr/bin/envd ${envdArgs}\n`), { mode: 0o755 });
+  fs.writeFileSync(inImage('/etc/sv/envd/run'), run.replace('\nexec /usr/bin/envd\n', `\nexec /usr/bin/envd ${envdArgs}\n`), {
+    mode: 0o755,
+  });
   fs.writeFileSync(
     inImage('/etc/sv/vsockdiag-probe/conf'),
     [
@@ -47,7 +49,8 @@ function configure(socketName: string, envdArgs: string): void {
     ].join('\n'),
   );
   // Supervision state of an earlier run (runsv recreates it).
-  for (const sv of ['envd', 'vsockdiag-probe', 'vsockdiag-probe/log']) fs.rmSync(inImage(`/etc/sv/${sv}/supervise`), { recursive: true, force: true });
+  for (const sv of ['envd', 'vsockdiag-probe', 'vsockdiag-probe/log'])
+    fs.rmSync(inImage(`/etc/sv/${sv}/supervise`), { recursive: true, force: true });
 }
 
 async function start(id: string, socketName: string, envdArgs: string): Promise<Guest> {
@@ -132,10 +135,14 @@ describe.skipIf(unavailable !== null)(`a runit guest (runsvdir in a namespace)${
       expect(dump.text).toContain('main.createCgroupManager');
       await waitFor('runsv to restart envd', () => svPid('envd') !== '' && svPid('envd') !== envdPid, { timeoutMs: 30_000 });
       const newPid = Number(svPid('envd'));
-      await waitFor('the new envd stuck again at the collector', async () => {
-        const d = (await collector!.api('GET', '/v1/sandboxes/runit-hung')).body;
-        return d.state === 'stuck' && d.target?.pid === newPid && d.lastPhase === 'creating cgroup manager';
-      }, { timeoutMs: 60_000 });
+      await waitFor(
+        'the new envd stuck again at the collector',
+        async () => {
+          const d = (await collector!.api('GET', '/v1/sandboxes/runit-hung')).body;
+          return d.state === 'stuck' && d.target?.pid === newPid && d.lastPhase === 'creating cgroup manager';
+        },
+        { timeoutMs: 60_000 },
+      );
       expect(svPid('vsockdiag-probe')).toBe(probePid);
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${diagnostics()}`);

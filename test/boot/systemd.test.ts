@@ -89,157 +89,186 @@ function diagnostics(): string {
   return `--- probe journal ---\n${probeLog.slice(-4000)}\n--- console ---\n${guest?.console().slice(-4000) ?? ''}`;
 }
 
-describe.skipIf(unavailable !== null)(`a systemd guest booted with systemd-nspawn${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
-  beforeAll(async () => {
-    requireBuilt();
-    const [image, envd] = await Promise.all([cachedImage(), buildFakeEnvd()]);
-    ov = overlay(image);
-    const root = ov.root;
-    const r = spawnSync('bash', [path.join(ROOT, 'scripts/rootfs-install.sh'), root, 'x64', 'systemd'], { encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`rootfs-install failed: ${r.stderr}`);
-    // E2B: /usr/bin/envd, mode 0777, under its own envd.service, enabled.
-    fs.copyFileSync(envd, path.join(root, 'usr/bin/envd'));
-    fs.chmodSync(path.join(root, 'usr/bin/envd'), 0o777);
-    fs.copyFileSync(path.join(ROOT, 'test/boot/envd.service'), path.join(root, UNITS, 'envd.service'));
-    fs.symlinkSync('../envd.service', path.join(root, UNITS, 'multi-user.target.wants/envd.service'));
-    // The fake envd takes its flags from the command line: a test drop-in passes them.
-    fs.writeFileSync(
-      path.join(root, UNITS, 'envd.service.d/zz-boot-test.conf'),
-      '# Test only: the fake envd flags for this boot.\n[Service]\nEnvironmentFile=-/etc/fake-envd.env\nExecStart=\nExecStart=/usr/bin/envd $FAKE_ENVD_ARGS\n',
-    );
-    collector = await startCollector({ args: ['--stall-after', '2s'] });
-  }, 15 * 60_000);
-
-  afterAll(async () => {
-    await guest?.stop();
-    await collector?.stop();
-    ov?.remove();
-  }, 60_000);
-
-  it('a healthy boot: the probe starts first, envd reports its phases and READY=1, the sandbox is ready', async () => {
-    configureBoot('healthy.sock', '');
-    await register('healthy', 'healthy.sock');
-    await boot();
-    try {
-      const detail = await waitForState(collector!, 'healthy', 'ready', 60_000);
-      expect(detail.readiness).toMatchObject({ reportsPhases: true, ready: true });
-      expect(detail.target.name).toBe('envd');
-      // As installed: envd after the probe, with its notify socket; the probe reads envd's journal.
-      expect(show('envd', 'After').split(' ')).toContain('vsockdiag-probe.service');
-      expect(show('envd', 'Environment')).toContain('NOTIFY_SOCKET=/run/vsockdiag/notify.sock');
-      expect(show('vsockdiag-probe', 'ExecStart')).toContain('--journal-unit envd');
-      expect(show('vsockdiag-probe', 'Environment')).toMatch(/VSOCKDIAG_CONNECT=unix:\S+ VSOCKDIAG_LISTEN=off/);
-      // The probe ran before envd: it has envd's first line from the journal.
-      await waitFor('the first phase line at the collector', async () =>
-        (await journalLinesAtCollector('healthy')).includes('envd startup: creating run directory /run/e2b'),
-      );
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\n${diagnostics()}`);
-    } finally {
-      await guest!.stop();
-    }
-  }, 120_000);
-
-  describe('a boot where envd hangs in cgroup-manager and reports phases only in its log', () => {
+describe.skipIf(unavailable !== null)(
+  `a systemd guest booted with systemd-nspawn${unavailable ? ` (skipped: ${unavailable})` : ''}`,
+  () => {
     beforeAll(async () => {
-      configureBoot('hung.sock', '-hang-in cgroup-manager -no-notify');
-      await register('hung', 'hung.sock');
-      await boot();
-    }, 120_000);
+      requireBuilt();
+      const [image, envd] = await Promise.all([cachedImage(), buildFakeEnvd()]);
+      ov = overlay(image);
+      const root = ov.root;
+      const r = spawnSync('bash', [path.join(ROOT, 'scripts/rootfs-install.sh'), root, 'x64', 'systemd'], { encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(`rootfs-install failed: ${r.stderr}`);
+      // E2B: /usr/bin/envd, mode 0777, under its own envd.service, enabled.
+      fs.copyFileSync(envd, path.join(root, 'usr/bin/envd'));
+      fs.chmodSync(path.join(root, 'usr/bin/envd'), 0o777);
+      fs.copyFileSync(path.join(ROOT, 'test/boot/envd.service'), path.join(root, UNITS, 'envd.service'));
+      fs.symlinkSync('../envd.service', path.join(root, UNITS, 'multi-user.target.wants/envd.service'));
+      // The fake envd takes its flags from the command line: a test drop-in passes them.
+      fs.writeFileSync(
+        path.join(root, UNITS, 'envd.service.d/zz-boot-test.conf'),
+        '# Test only: the fake envd flags for this boot.\n[Service]\nEnvironmentFile=-/etc/fake-envd.env\nExecStart=\nExecStart=/usr/bin/envd $FAKE_ENVD_ARGS\n',
+      );
+      collector = await startCollector({ args: ['--stall-after', '2s'] });
+    }, 15 * 60_000);
 
-    it('is stuck, with the phase lines read from the journal at the times the journal gave them', async () => {
-      try {
-        const detail = await waitForState(collector!, 'hung', 'stuck', 60_000);
-        expect(detail.reason).toContain('nothing listening on :49983, last phase creating cgroup manager ("envd startup: creating cgroup manager")');
-        expect(detail.readiness.reportsPhases).toBe(false);
-        const phases = await logPhases('hung');
-        const logged = journalOfEnvd().filter((e) => e.message.startsWith('envd startup: '));
-        expect(phases.map((p) => p.status)).toEqual(logged.map((e) => e.message));
-        expect(phases.at(-1)!.name).toBe('creating cgroup manager');
-        // Monotonic µs in the journal, ms since boot at the collector: the same instants.
-        phases.forEach((p, i) => expect(Math.abs(p.t - logged[i]!.monoUs / 1000)).toBeLessThan(50));
-      } catch (err) {
-        throw new Error(`${(err as Error).message}\n${diagnostics()}`);
-      }
-    }, 90_000);
-
-    it('loses and repeats no line when journalctl restarts, and lines read late keep their journal time', async () => {
-      try {
-        const probePid = show('vsockdiag-probe', 'MainPID');
-        const journalctl = () => {
-          const kids = guest!.exec(['cat', `/proc/${probePid}/task/${probePid}/children`]).trim().split(' ').filter(Boolean);
-          return kids.find((k) => guest!.tryExec(['cat', `/proc/${k}/comm`]).stdout.trim() === 'journalctl');
-        };
-        const before = await waitFor('the probe to run journalctl', journalctl);
-        // Kill it, and while the probe waits to start another (1 s), envd starts again and logs.
-        guest!.exec(['/bin/sh', '-c', `kill -KILL ${before}`]);
-        guest!.exec(['systemctl', 'restart', 'envd']);
-        const envdPid = Number(show('envd', 'MainPID'));
-        await waitFor('a new journalctl', () => {
-          const now = journalctl();
-          return now !== undefined && now !== before;
-        }, { timeoutMs: 30_000 });
-        await waitFor('the restarted envd stuck at the collector', async () => {
-          const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
-          return d.state === 'stuck' && d.target?.pid === envdPid && d.lastPhase === 'creating cgroup manager';
-        }, { timeoutMs: 60_000 });
-        const logged = journalOfEnvd();
-        await waitFor('every journal line at the collector', async () => (await journalLinesAtCollector('hung')).length >= logged.length, { timeoutMs: 30_000 });
-        expect(await journalLinesAtCollector('hung')).toEqual(logged.map((e) => e.message));
-        // The second envd's phases were read more than a second late, yet carry their journal times.
-        const phases = await logPhases('hung');
-        const second = logged.filter((e) => e.message.startsWith('envd startup: ')).slice(6);
-        expect(phases.slice(6).map((p) => p.status)).toEqual(second.map((e) => e.message));
-        phases.slice(6).forEach((p, i) => expect(Math.abs(p.t - second[i]!.monoUs / 1000)).toBeLessThan(50));
-      } catch (err) {
-        throw new Error(`${(err as Error).message}\n${diagnostics()}`);
-      }
-    }, 120_000);
-
-    it('takes the destructive goroutine dump from the journal while systemd restarts envd; the probe carries on', async () => {
-      try {
-        const probePid = show('vsockdiag-probe', 'MainPID');
-        const envdPid = show('envd', 'MainPID');
-        const restarts = Number(show('envd', 'NRestarts'));
-        const generation = (await collector!.api('GET', '/v1/sandboxes/hung')).body.generation;
-        const r = await collector!.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines', destructive: true });
-        expect(r.status, JSON.stringify(r.body)).toBe(201);
-        expect(r.body).toMatchObject({ source: 'sigquit', complete: true, pid: Number(envdPid) });
-        const dump = (await collector!.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
-        expect(dump.text).toContain('SIGQUIT: quit');
-        expect(dump.text).toContain('main.createCgroupManager');
-        expect(dump.text).toMatch(/^goroutine 1 \[/m);
-        // systemd (Restart=always) starts envd again; the probe is the same process throughout.
-        await waitFor('systemd to restart envd', () => show('envd', 'MainPID') !== envdPid && Number(show('envd', 'NRestarts')) === restarts + 1, { timeoutMs: 30_000 });
-        const newPid = Number(show('envd', 'MainPID'));
-        await waitFor('the new envd stuck again at the collector', async () => {
-          const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
-          return d.state === 'stuck' && d.target?.pid === newPid && d.lastPhase === 'creating cgroup manager';
-        }, { timeoutMs: 60_000 });
-        expect(show('vsockdiag-probe', 'MainPID')).toBe(probePid);
-        expect(show('vsockdiag-probe', 'NRestarts')).toBe('0');
-        const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
-        expect(d.connected).toBe(true);
-        expect(d.generation).toBe(generation);
-      } catch (err) {
-        throw new Error(`${(err as Error).message}\n${diagnostics()}`);
-      }
-    }, 120_000);
-
-    it('takes the live goroutine dump from memory without ending envd', async () => {
-      try {
-        const envdPid = show('envd', 'MainPID');
-        const restarts = show('envd', 'NRestarts');
-        const r = await collector!.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines' });
-        expect(r.status, JSON.stringify(r.body)).toBe(201);
-        expect(r.body).toMatchObject({ source: 'memory', complete: true, pid: Number(envdPid) });
-        const dump = (await collector!.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
-        expect(dump.text).toContain('main.createCgroupManager');
-        expect(show('envd', 'MainPID')).toBe(envdPid);
-        expect(show('envd', 'NRestarts')).toBe(restarts);
-      } catch (err) {
-        throw new Error(`${(err as Error).message}\n${diagnostics()}`);
-      }
+    afterAll(async () => {
+      await guest?.stop();
+      await collector?.stop();
+      ov?.remove();
     }, 60_000);
-  });
-});
+
+    it('a healthy boot: the probe starts first, envd reports its phases and READY=1, the sandbox is ready', async () => {
+      configureBoot('healthy.sock', '');
+      await register('healthy', 'healthy.sock');
+      await boot();
+      try {
+        const detail = await waitForState(collector!, 'healthy', 'ready', 60_000);
+        expect(detail.readiness).toMatchObject({ reportsPhases: true, ready: true });
+        expect(detail.target.name).toBe('envd');
+        // As installed: envd after the probe, with its notify socket; the probe reads envd's journal.
+        expect(show('envd', 'After').split(' ')).toContain('vsockdiag-probe.service');
+        expect(show('envd', 'Environment')).toContain('NOTIFY_SOCKET=/run/vsockdiag/notify.sock');
+        expect(show('vsockdiag-probe', 'ExecStart')).toContain('--journal-unit envd');
+        expect(show('vsockdiag-probe', 'Environment')).toMatch(/VSOCKDIAG_CONNECT=unix:\S+ VSOCKDIAG_LISTEN=off/);
+        // The probe ran before envd: it has envd's first line from the journal.
+        await waitFor('the first phase line at the collector', async () =>
+          (await journalLinesAtCollector('healthy')).includes('envd startup: creating run directory /run/e2b'),
+        );
+      } catch (err) {
+        throw new Error(`${(err as Error).message}\n${diagnostics()}`);
+      } finally {
+        await guest!.stop();
+      }
+    }, 120_000);
+
+    describe('a boot where envd hangs in cgroup-manager and reports phases only in its log', () => {
+      beforeAll(async () => {
+        configureBoot('hung.sock', '-hang-in cgroup-manager -no-notify');
+        await register('hung', 'hung.sock');
+        await boot();
+      }, 120_000);
+
+      it('is stuck, with the phase lines read from the journal at the times the journal gave them', async () => {
+        try {
+          const detail = await waitForState(collector!, 'hung', 'stuck', 60_000);
+          expect(detail.reason).toContain(
+            'nothing listening on :49983, last phase creating cgroup manager ("envd startup: creating cgroup manager")',
+          );
+          expect(detail.readiness.reportsPhases).toBe(false);
+          const phases = await logPhases('hung');
+          const logged = journalOfEnvd().filter((e) => e.message.startsWith('envd startup: '));
+          expect(phases.map((p) => p.status)).toEqual(logged.map((e) => e.message));
+          expect(phases.at(-1)!.name).toBe('creating cgroup manager');
+          // Monotonic µs in the journal, ms since boot at the collector: the same instants.
+          phases.forEach((p, i) => expect(Math.abs(p.t - logged[i]!.monoUs / 1000)).toBeLessThan(50));
+        } catch (err) {
+          throw new Error(`${(err as Error).message}\n${diagnostics()}`);
+        }
+      }, 90_000);
+
+      it('loses and repeats no line when journalctl restarts, and lines read late keep their journal time', async () => {
+        try {
+          const probePid = show('vsockdiag-probe', 'MainPID');
+          const journalctl = () => {
+            const kids = guest!
+              .exec(['cat', `/proc/${probePid}/task/${probePid}/children`])
+              .trim()
+              .split(' ')
+              .filter(Boolean);
+            return kids.find((k) => guest!.tryExec(['cat', `/proc/${k}/comm`]).stdout.trim() === 'journalctl');
+          };
+          const before = await waitFor('the probe to run journalctl', journalctl);
+          // Kill it, and while the probe waits to start another (1 s), envd starts again and logs.
+          guest!.exec(['/bin/sh', '-c', `kill -KILL ${before}`]);
+          guest!.exec(['systemctl', 'restart', 'envd']);
+          const envdPid = Number(show('envd', 'MainPID'));
+          await waitFor(
+            'a new journalctl',
+            () => {
+              const now = journalctl();
+              return now !== undefined && now !== before;
+            },
+            { timeoutMs: 30_000 },
+          );
+          await waitFor(
+            'the restarted envd stuck at the collector',
+            async () => {
+              const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
+              return d.state === 'stuck' && d.target?.pid === envdPid && d.lastPhase === 'creating cgroup manager';
+            },
+            { timeoutMs: 60_000 },
+          );
+          const logged = journalOfEnvd();
+          await waitFor(
+            'every journal line at the collector',
+            async () => (await journalLinesAtCollector('hung')).length >= logged.length,
+            { timeoutMs: 30_000 },
+          );
+          expect(await journalLinesAtCollector('hung')).toEqual(logged.map((e) => e.message));
+          // The second envd's phases were read more than a second late, yet carry their journal times.
+          const phases = await logPhases('hung');
+          const second = logged.filter((e) => e.message.startsWith('envd startup: ')).slice(6);
+          expect(phases.slice(6).map((p) => p.status)).toEqual(second.map((e) => e.message));
+          phases.slice(6).forEach((p, i) => expect(Math.abs(p.t - second[i]!.monoUs / 1000)).toBeLessThan(50));
+        } catch (err) {
+          throw new Error(`${(err as Error).message}\n${diagnostics()}`);
+        }
+      }, 120_000);
+
+      it('takes the destructive goroutine dump from the journal while systemd restarts envd; the probe carries on', async () => {
+        try {
+          const probePid = show('vsockdiag-probe', 'MainPID');
+          const envdPid = show('envd', 'MainPID');
+          const restarts = Number(show('envd', 'NRestarts'));
+          const generation = (await collector!.api('GET', '/v1/sandboxes/hung')).body.generation;
+          const r = await collector!.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines', destructive: true });
+          expect(r.status, JSON.stringify(r.body)).toBe(201);
+          expect(r.body).toMatchObject({ source: 'sigquit', complete: true, pid: Number(envdPid) });
+          const dump = (await collector!.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
+          expect(dump.text).toContain('SIGQUIT: quit');
+          expect(dump.text).toContain('main.createCgroupManager');
+          expect(dump.text).toMatch(/^goroutine 1 \[/m);
+          // systemd (Restart=always) starts envd again; the probe is the same process throughout.
+          await waitFor(
+            'systemd to restart envd',
+            () => show('envd', 'MainPID') !== envdPid && Number(show('envd', 'NRestarts')) === restarts + 1,
+            { timeoutMs: 30_000 },
+          );
+          const newPid = Number(show('envd', 'MainPID'));
+          await waitFor(
+            'the new envd stuck again at the collector',
+            async () => {
+              const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
+              return d.state === 'stuck' && d.target?.pid === newPid && d.lastPhase === 'creating cgroup manager';
+            },
+            { timeoutMs: 60_000 },
+          );
+          expect(show('vsockdiag-probe', 'MainPID')).toBe(probePid);
+          expect(show('vsockdiag-probe', 'NRestarts')).toBe('0');
+          const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
+          expect(d.connected).toBe(true);
+          expect(d.generation).toBe(generation);
+        } catch (err) {
+          throw new Error(`${(err as Error).message}\n${diagnostics()}`);
+        }
+      }, 120_000);
+
+      it('takes the live goroutine dump from memory without ending envd', async () => {
+        try {
+          const envdPid = show('envd', 'MainPID');
+          const restarts = show('envd', 'NRestarts');
+          const r = await collector!.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines' });
+          expect(r.status, JSON.stringify(r.body)).toBe(201);
+          expect(r.body).toMatchObject({ source: 'memory', complete: true, pid: Number(envdPid) });
+          const dump = (await collector!.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
+          expect(dump.text).toContain('main.createCgroupManager');
+          expect(show('envd', 'MainPID')).toBe(envdPid);
+          expect(show('envd', 'NRestarts')).toBe(restarts);
+        } catch (err) {
+          throw new Error(`${(err as Error).message}\n${diagnostics()}`);
+        }
+      }, 60_000);
+    });
+  },
+);

@@ -128,7 +128,11 @@ export async function allEvents(c: CollectorProcess, id: string, kind?: string):
 }
 
 /** Runs the vsockdiag CLI against a collector; resolves with exit code and output. */
-export function cli(c: CollectorProcess, args: string[], timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function cli(
+  c: CollectorProcess,
+  args: string[],
+  timeoutMs = 60_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const p = spawn(process.execPath, [COLLECTOR_BIN, ...args], {
       env: { ...process.env, VSOCKDIAG_URL: c.url },

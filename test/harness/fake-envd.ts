@@ -36,8 +36,6 @@ export const FAKE_ENVD_PHASES = [
   'listen',
 ] as const;
 
-export type FakeEnvdPhase = (typeof FAKE_ENVD_PHASES)[number];
-
 let inFlight: Promise<string> | undefined;
 
 /**
@@ -96,7 +94,7 @@ async function doBuild(): Promise<string> {
           'Install Go >= 1.19 (Debian: apt-get install golang-go) or set GO=/path/to/go.',
       );
     }
-    const output = [e.stderr, e.stdout].filter((s) => s && s.trim()).join('\n');
+    const output = [e.stderr, e.stdout].filter((s) => s?.trim()).join('\n');
     throw new Error(`buildFakeEnvd: go build in ${fakeEnvdDir} failed: ${e.message}${output ? `\n${output}` : ''}`);
   }
   return fakeEnvdBinary;

@@ -388,10 +388,7 @@ describe('snapshot and fault models', () => {
 
     vm.reset();
     expect(vm.stats().live).toBe(0);
-    await until(
-      () => guestOut.gone && hostIn.gone && hostOut.peer.gone && guestIn.gone,
-      'all four ends closed',
-    );
+    await until(() => guestOut.gone && hostIn.gone && hostOut.peer.gone && guestIn.gone, 'all four ends closed');
 
     // The guest's listen socket and the emulator's listeners are still there.
     expect(existsSync(guestListenPath(guestDir, 52001))).toBe(true);
@@ -459,10 +456,7 @@ describe('snapshot and fault models', () => {
     expect(vm.udsPath).toBe(newPath);
     expect(existsSync(udsPath)).toBe(false);
     expect(existsSync(newPath)).toBe(true);
-    await until(
-      () => before.gone && oldHost.peers[0]!.gone && hostBefore.peer.gone,
-      'connections reset by restore',
-    );
+    await until(() => before.gone && oldHost.peers[0]!.gone && hostBefore.peer.gone, 'connections reset by restore');
     await expect(dial(udsPath)).rejects.toMatchObject({ code: 'ENOENT' });
 
     const after = await dial(vm.guestHostPath(52000));
@@ -529,9 +523,7 @@ describe('lifecycle', () => {
   it('rejects unix socket paths longer than 107 bytes instead of truncating them', () => {
     const long = path.join(os.tmpdir(), 'x'.repeat(110));
     expect(() => new FirecrackerVsock({ udsPath: `${long}.sock`, guestDir: os.tmpdir() })).toThrow(RangeError);
-    expect(() => new FirecrackerVsock({ udsPath: path.join(os.tmpdir(), 'v.sock'), guestDir: long })).toThrow(
-      RangeError,
-    );
+    expect(() => new FirecrackerVsock({ udsPath: path.join(os.tmpdir(), 'v.sock'), guestDir: long })).toThrow(RangeError);
   });
 
   it('close() closes everything, removes its socket files, and is idempotent', async () => {
@@ -545,10 +537,7 @@ describe('lifecycle', () => {
 
     await Promise.all([vm.close(), vm.close()]);
     await vm.close();
-    await until(
-      () => guestOut.gone && host.peers[0]!.gone && hostOut.peer.gone && handshaking.gone,
-      'everything closed',
-    );
+    await until(() => guestOut.gone && host.peers[0]!.gone && hostOut.peer.gone && handshaking.gone, 'everything closed');
     expect(existsSync(udsPath)).toBe(false);
     expect(existsSync(guestHostPath(guestDir, 52000))).toBe(false);
     // The guest's own listen socket is not the emulator's.

@@ -39,7 +39,8 @@ export function bootUnavailable(): string | null {
 
 function run(cmd: string, args: string[], timeoutMs = 60_000): string {
   const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status ?? r.signal}): ${r.stderr || r.stdout || r.error?.message}`);
+  if (r.status !== 0)
+    throw new Error(`${cmd} ${args.join(' ')} failed (${r.status ?? r.signal}): ${r.stderr || r.stdout || r.error?.message}`);
   return r.stdout;
 }
 
@@ -62,7 +63,8 @@ export async function cachedImage(): Promise<string> {
       break;
     } catch {
       const holder = Number(fs.readFileSync(lock, 'utf8'));
-      if (!holder || !alive(holder)) fs.rmSync(lock, { force: true }); // a builder that died
+      if (!holder || !alive(holder))
+        fs.rmSync(lock, { force: true }); // a builder that died
       else if (Date.now() > deadline) throw new Error(`another process (${holder}) holds ${lock}`);
       else await new Promise((r) => setTimeout(r, 500));
     }
@@ -72,13 +74,11 @@ export async function cachedImage(): Promise<string> {
     const tmp = `${dir}.tmp-${process.pid}`;
     fs.rmSync(tmp, { recursive: true, force: true });
     try {
-      await runAsync('mmdebstrap', [
-        '--quiet',
-        `--variant=${IMAGE.variant}`,
-        `--include=${IMAGE.include.join(',')}`,
-        IMAGE.suite,
-        tmp,
-      ], MMDEBSTRAP_TIMEOUT_MS);
+      await runAsync(
+        'mmdebstrap',
+        ['--quiet', `--variant=${IMAGE.variant}`, `--include=${IMAGE.include.join(',')}`, IMAGE.suite, tmp],
+        MMDEBSTRAP_TIMEOUT_MS,
+      );
       fs.rmSync(dir, { recursive: true, force: true });
       fs.renameSync(tmp, dir);
     } finally {
@@ -264,7 +264,26 @@ export async function bootSystemd(o: Overlay): Promise<Guest> {
   // when we die) takes the guest down too, which killing nspawn alone does not.
   const proc = spawn(
     'setpriv',
-    [...DIE_WITH_US, 'unshare', '--pid', '--mount', '--fork', '--mount-proc', '--kill-child=SIGKILL', '--', 'systemd-nspawn', '--quiet', '-D', o.root, `--machine=${machine}`, '--boot', '--register=no', '--keep-unit', '--private-network', `--bind=${o.hostDir}:${GUEST_HOST_DIR}`],
+    [
+      ...DIE_WITH_US,
+      'unshare',
+      '--pid',
+      '--mount',
+      '--fork',
+      '--mount-proc',
+      '--kill-child=SIGKILL',
+      '--',
+      'systemd-nspawn',
+      '--quiet',
+      '-D',
+      o.root,
+      `--machine=${machine}`,
+      '--boot',
+      '--register=no',
+      '--keep-unit',
+      '--private-network',
+      `--bind=${o.hostDir}:${GUEST_HOST_DIR}`,
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '0' } },
   );
   let out = '';
@@ -310,9 +329,13 @@ export async function runInNamespace(o: Overlay, argv: string[]): Promise<Guest>
     `mount --bind ${q(o.hostDir)} ${q(r + GUEST_HOST_DIR)}`,
     `exec chroot ${q(r)} ${argv.map(q).join(' ')}`,
   ].join('\n');
-  const proc = spawn('setpriv', [...DIE_WITH_US, 'unshare', '--pid', '--net', '--mount', '--fork', '--kill-child=SIGKILL', '--', 'sh', '-c', setup], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    'setpriv',
+    [...DIE_WITH_US, 'unshare', '--pid', '--net', '--mount', '--fork', '--kill-child=SIGKILL', '--', 'sh', '-c', setup],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));

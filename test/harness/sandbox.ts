@@ -146,11 +146,16 @@ export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
   const probe = [
     process.execPath,
     PROBE_BIN,
-    '--connect', `unix:${guestHostPath(dir, DEFAULTS.vsockPort)}`,
-    '--listen', `unix:${guestListenPath(dir, DEFAULTS.probePort)}`,
-    '--notify-socket', notify,
-    '--expect-port', String(expectPort),
-    '--target', 'fake-envd',
+    '--connect',
+    `unix:${guestHostPath(dir, DEFAULTS.vsockPort)}`,
+    '--listen',
+    `unix:${guestListenPath(dir, DEFAULTS.probePort)}`,
+    '--notify-socket',
+    notify,
+    '--expect-port',
+    String(expectPort),
+    '--target',
+    'fake-envd',
     // "{port}" in extra flags stands for the expected port (distinct per sandbox without namespaces).
     ...(opts.probeArgs ?? []).map((a) => a.replaceAll('{port}', String(expectPort))),
   ];
@@ -234,5 +239,18 @@ export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
     if (r.status !== 0) throw new Error(`sd_notify to ${notify} failed (${r.status}): ${r.stderr?.toString() ?? ''}`);
   };
 
-  return { id: opts.id, dir, udsPath, vm, isolated, expectPort, proc, output: () => output, pidsOf, notifySocket: notify, notify: notifyProbe, stop };
+  return {
+    id: opts.id,
+    dir,
+    udsPath,
+    vm,
+    isolated,
+    expectPort,
+    proc,
+    output: () => output,
+    pidsOf,
+    notifySocket: notify,
+    notify: notifyProbe,
+    stop,
+  };
 }

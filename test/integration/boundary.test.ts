@@ -10,7 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from '../harness/collector.js';
 
 function sources(dir: string): string[] {
-  return fs.readdirSync(dir, { recursive: true, encoding: 'utf8' })
+  return fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
     .filter((f) => /\.(ts|tsx)$/.test(f))
     .map((f) => path.join(dir, f));
 }
@@ -35,7 +36,9 @@ function pure(spec: string): boolean {
   const file = sourceFile(spec);
   if (!file) return false;
   const text = fs.readFileSync(file, 'utf8');
-  const runtime = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s+)?(?:[^'"]*?from\s+)?['"][^'"]+['"]/g)].filter((m) => m[1] === undefined);
+  const runtime = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s+)?(?:[^'"]*?from\s+)?['"][^'"]+['"]/g)].filter(
+    (m) => m[1] === undefined,
+  );
   return runtime.length === 0;
 }
 
@@ -64,9 +67,12 @@ describe('trust boundary', () => {
   it('test/support/ imports only Node, vitest and proto: guest tests use it too', () => {
     const files = sources(path.join(ROOT, 'test/support'));
     expect(files.length).toBeGreaterThan(3);
-    const specs = files.flatMap((f) => imports(f).map((spec) => ({ at: `${path.relative(ROOT, f)} → ${resolved(f, spec)}`, spec: resolved(f, spec) })));
+    const specs = files.flatMap((f) =>
+      imports(f).map((spec) => ({ at: `${path.relative(ROOT, f)} → ${resolved(f, spec)}`, spec: resolved(f, spec) })),
+    );
     expect(specs.some((s) => s.spec === '@vsockdiag/proto')).toBe(true); // the scan sees real imports
-    const allowed = (spec: string) => spec.startsWith('node:') || spec === 'vitest' || spec === '@vsockdiag/proto' || spec.startsWith('test/support/');
+    const allowed = (spec: string) =>
+      spec.startsWith('node:') || spec === 'vitest' || spec === '@vsockdiag/proto' || spec.startsWith('test/support/');
     expect(specs.filter((s) => !allowed(s.spec)).map((s) => s.at)).toEqual([]);
   });
 

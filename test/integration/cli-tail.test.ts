@@ -56,7 +56,9 @@ it('shows the newest N of a long history, oldest of them first', async () => {
     // 2,600 phases: more than two pages of the events API.
     let last = 0;
     for (let b = 0; b < 13; b++) {
-      last = probe.events(Array.from({ length: 200 }, (_, i) => ({ kind: 'phase' as const, source: 'log' as const, name: `p${b * 200 + i}` })));
+      last = probe.events(
+        Array.from({ length: 200 }, (_, i) => ({ kind: 'phase' as const, source: 'log' as const, name: `p${b * 200 + i}` })),
+      );
     }
     await probe.waitAcked(last, 20_000);
     const child = spawn(process.execPath, [COLLECTOR_BIN, 'tail', 't2', '-n', '1205', '--json'], {

@@ -45,10 +45,11 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
     collector = await startCollector({ args: ['--stall-after', '1500ms'] });
     ({ browser, close: closeBrowser } = await launchBrowser());
     await sandbox('healthy', []);
-    await sandbox('hung', ['-hang-in', 'cgroup-manager', '-pprof', '127.0.0.1:6060'], [
-      '--pprof-url',
-      'http://127.0.0.1:6060/debug/pprof/goroutine?debug=2',
-    ]);
+    await sandbox(
+      'hung',
+      ['-hang-in', 'cgroup-manager', '-pprof', '127.0.0.1:6060'],
+      ['--pprof-url', 'http://127.0.0.1:6060/debug/pprof/goroutine?debug=2'],
+    );
     await waitForState(collector, 'hung', 'stuck');
     await waitForState(collector, 'healthy', 'ready');
   }, 120_000);
@@ -60,7 +61,7 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
     await Promise.all(sandboxes.map((s) => s.stop()));
     await collector?.stop();
     if (root) fs.rmSync(root, { recursive: true, force: true });
-    });
+  });
 
   it('shows a stuck sandbox with its reason, trouble first', async () => {
     const p = await page();
@@ -135,7 +136,12 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
       await probe.until(() => probe.received.some(isCommand), 10_000, 'the dump command');
       const id = probe.received.filter(isCommand)[0]!.id;
       probe.send({ type: 'dump.chunk', id, index: 0, data: bytes.subarray(0, DUMP_CHUNK_BYTES) });
-      probe.send({ type: 'result', id, ok: true, dump: { mode: 'goroutines', source: 'sigquit', complete: true, bytes: bytes.length, chunks: 1 } });
+      probe.send({
+        type: 'result',
+        id,
+        ok: true,
+        dump: { mode: 'goroutines', source: 'sigquit', complete: true, bytes: bytes.length, chunks: 1 },
+      });
       expect((await made).status).toBe(201);
 
       const p = await page();
@@ -193,7 +199,11 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
       let last = 0;
       for (let b = 0; b < 12; b++) {
         last = probe.events(
-          Array.from({ length: 200 }, (_, i) => ({ kind: 'log.lines' as const, stream: 'stderr' as const, lines: [`line ${b * 200 + i}`] })),
+          Array.from({ length: 200 }, (_, i) => ({
+            kind: 'log.lines' as const,
+            stream: 'stderr' as const,
+            lines: [`line ${b * 200 + i}`],
+          })),
         );
       }
       await probe.waitAcked(last, 20_000);
@@ -244,7 +254,9 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
       await p.locator('[data-testid="token-input"]').fill('dash-s3cret');
       await p.locator('[data-testid="token-submit"]').click();
       await p.locator('[data-testid="state-counts"]').waitFor({ timeout: 10_000 });
-      await p.waitForFunction(() => document.querySelector('[data-testid="live-status"]')?.textContent?.includes('live'), undefined, { timeout: 10_000 });
+      await p.waitForFunction(() => document.querySelector('[data-testid="live-status"]')?.textContent?.includes('live'), undefined, {
+        timeout: 10_000,
+      });
       // A reload in the same session does not ask again.
       await p.reload();
       await p.locator('[data-testid="state-counts"]').waitFor({ timeout: 10_000 });

@@ -40,7 +40,9 @@ describe('dumps', () => {
   it('envd hung on a mutex in cgroup-manager → an automatic goroutine dump from its memory, and the reason says where', async () => {
     await sandbox({ id: 'auto', envd: ['-hang-in', 'cgroup-manager'] });
     await waitForState(collector, 'auto', 'stuck');
-    const ev = await waitFor('the automatic dump', async () => (await allEvents(collector, 'auto', 'dump')).find((e) => e.data.trigger === 'auto'));
+    const ev = await waitFor('the automatic dump', async () =>
+      (await allEvents(collector, 'auto', 'dump')).find((e) => e.data.trigger === 'auto'),
+    );
     expect(ev.data).toMatchObject({ mode: 'goroutines', complete: true, blockedIn: 'main.(*cgroupManager).acquireRoot' });
     const d = (await collector.api('GET', `/v1/sandboxes/auto/dumps/${ev.data.dumpId}`)).body;
     expect(d).toMatchObject({ kind: 'goroutines', trigger: 'auto', source: 'memory', pausedMs: 0 });
@@ -163,9 +165,15 @@ describe('dumps', () => {
     // Generation 2 answers the retried command with its own dump.
     await gen2.until(() => gen2.received.some((m) => m.type === 'command'), 5000, 'the retried command');
     const cmd = gen2.received.find((m) => m.type === 'command') as { id: number };
-    const text = 'threads of pid 77 (envd) arch=x86_64\ntask 77 (envd) state=S wchan=futex_wait_queue syscall=202 0x0 0x80 0x0 0x0 0x0 0x0\n';
+    const text =
+      'threads of pid 77 (envd) arch=x86_64\ntask 77 (envd) state=S wchan=futex_wait_queue syscall=202 0x0 0x80 0x0 0x0 0x0 0x0\n';
     gen2.send({ type: 'dump.chunk', id: cmd.id, index: 0, data: Buffer.from(text) });
-    gen2.send({ type: 'result', id: cmd.id, ok: true, dump: { mode: 'threads', source: 'proc', complete: true, bytes: Buffer.byteLength(text), chunks: 1, pid: 77 } });
+    gen2.send({
+      type: 'result',
+      id: cmd.id,
+      ok: true,
+      dump: { mode: 'threads', source: 'proc', complete: true, bytes: Buffer.byteLength(text), chunks: 1, pid: 77 },
+    });
     const made = await pending;
     expect(made.status, JSON.stringify(made.body)).toBe(201);
     expect(made.body.generation).toBe(2);
@@ -201,7 +209,10 @@ describe('dumps', () => {
 
 describe('parse-dump', () => {
   it('groups a Go traceback offline, as text and as JSON', async () => {
-    const fixture = path.join(path.dirname(new URL(import.meta.url).pathname), '../../host-collector/test/fixtures/dumps/fake-envd-go1.19-sigquit-cgroup-hang.txt');
+    const fixture = path.join(
+      path.dirname(new URL(import.meta.url).pathname),
+      '../../host-collector/test/fixtures/dumps/fake-envd-go1.19-sigquit-cgroup-hang.txt',
+    );
     const text = await cli(collector, ['parse-dump', fixture]);
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/blocked in main\.\(\*cgroupManager\)\.acquireRoot/);
@@ -233,7 +244,9 @@ describe('parse-dump', () => {
     expect(lines[1]).toMatch(/^warning: 1 goroutine header not understood \(kept as state "\?"; line \d+\)$/);
     expect(text.stdout).toMatch(/20 +select +- +blocked in main\.poll \(mmds\.go:29\) +labels \{worker: mmds, n: 1\} ×1, \+19 more sets/);
     expect(text.stdout).toMatch(/10 +select \(leaked\)/);
-    expect(text.stdout).toMatch(/\nby creator \(2 creators\):\n31 +created by main\.startMMDSPoller \(phases\.go:201\) +3 stacks +20 select, 10 select \(leaked\), 1 \?/);
+    expect(text.stdout).toMatch(
+      /\nby creator \(2 creators\):\n31 +created by main\.startMMDSPoller \(phases\.go:201\) +3 stacks +20 select, 10 select \(leaked\), 1 \?/,
+    );
     const json = JSON.parse((await cli(collector, ['parse-dump', file, '--json'])).stdout);
     expect(json).toMatchObject({ kind: 'goroutines', goroutines: 32, headers: 32, unparsed: 1 });
     expect(json.creatorGroups[0]).toMatchObject({ count: 31, stackGroups: 3, unparsed: 1 });

@@ -49,8 +49,18 @@ it('a collector killed and restarted mid-boot loses and duplicates no event', as
   // Every phase arrived once, in order, across the two sessions.
   const names = events.filter((e) => e.kind === 'phase' && e.data.name).map((e) => e.data.name);
   expect(names).toEqual([
-    'run-dir', 'mmds-poller', 'logger', 'router', 'filesystem-rpc', 'cgroup-manager',
-    'workload-freezer', 'process-rpc', 'api', 'port-scanner', 'port-forwarder', 'listen',
+    'run-dir',
+    'mmds-poller',
+    'logger',
+    'router',
+    'filesystem-rpc',
+    'cgroup-manager',
+    'workload-freezer',
+    'process-rpc',
+    'api',
+    'port-scanner',
+    'port-forwarder',
+    'listen',
   ]);
   const detail = (await collector.api('GET', '/v1/sandboxes/slow')).body;
   expect(detail.generation).toBe(2);

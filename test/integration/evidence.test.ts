@@ -36,12 +36,16 @@ async function sandbox(opts: Omit<SandboxOptions, 'root'>): Promise<Sandbox> {
 const get = async (id: string) => (await collector.api('GET', `/v1/sandboxes/${id}`)).body;
 
 describe.skipIf(!namespacesAvailable())('evidence', () => {
-  it("an MMDS poll storm raises socket-storm naming 169.254.169.254:80 (reason, API, /metrics)", async () => {
+  it('an MMDS poll storm raises socket-storm naming 169.254.169.254:80 (reason, API, /metrics)', async () => {
     await sandbox({ id: 'storm', mmds: true, envd: ['-mmds-addr', '169.254.169.254:80', '-mmds-storm', '50'] });
-    const d = await waitFor('socket-storm', async () => {
-      const s = await get('storm');
-      return s.conditions?.some((c: any) => c.name === 'socket-storm') ? s : null;
-    }, { timeoutMs: 20_000 });
+    const d = await waitFor(
+      'socket-storm',
+      async () => {
+        const s = await get('storm');
+        return s.conditions?.some((c: any) => c.name === 'socket-storm') ? s : null;
+      },
+      { timeoutMs: 20_000 },
+    );
     const storm = d.conditions.find((c: any) => c.name === 'socket-storm');
     expect(storm.subject).toBe('169.254.169.254:80');
     expect(storm.count).toBeGreaterThanOrEqual(300);
@@ -64,7 +68,11 @@ describe.skipIf(!namespacesAvailable())('evidence', () => {
   });
 
   it('envd binding first and hanging before READY=1 is stuck: listening, start-up never finished', async () => {
-    const sb = await sandbox({ id: 'listenfirst', envd: ['-listen-first', '-hang-in', 'api'], probeArgs: ['--health-url', 'http://127.0.0.1:49983/health'] });
+    const sb = await sandbox({
+      id: 'listenfirst',
+      envd: ['-listen-first', '-hang-in', 'api'],
+      probeArgs: ['--health-url', 'http://127.0.0.1:49983/health'],
+    });
     const d = await waitForState(collector, 'listenfirst', 'stuck', 20_000);
     expect(d.reason).toContain(`listening on :${sb.expectPort} but start-up never finished (no READY=1)`);
     expect(d.reason).toContain('last phase api');
@@ -108,7 +116,9 @@ describe.skipIf(!namespacesAvailable())('evidence', () => {
       encoding: 'utf8',
     });
     expect(r.status, r.stderr).toBe(0);
-    const p = await waitFor('the phase', async () => (await allEvents(collector, 'sdnotify', 'phase')).find((e) => e.data.name === 'sd-notify-phase'));
+    const p = await waitFor('the phase', async () =>
+      (await allEvents(collector, 'sdnotify', 'phase')).find((e) => e.data.name === 'sd-notify-phase'),
+    );
     expect(p.data).toMatchObject({ status: 'envd startup: from systemd-notify', source: 'notify' });
   });
 

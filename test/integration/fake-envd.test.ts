@@ -268,9 +268,17 @@ describe('fake-envd', () => {
     // Bound, never read: after net.unix.max_dgram_qlen datagrams (often 10) a plain write
     // blocks. 13 datagrams go out in a default start.
     const socket = await notifySocketPath();
-    const deaf = spawn('python3', ['-c', 'import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1]); print("bound", flush=True); sys.stdin.read()', socket], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    });
+    const deaf = spawn(
+      'python3',
+      [
+        '-c',
+        'import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1]); print("bound", flush=True); sys.stdin.read()',
+        socket,
+      ],
+      {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      },
+    );
     children.track(deaf);
     await once(deaf.stdout!, 'data');
     const port = await freePort();
@@ -454,10 +462,7 @@ describe('fake-envd', () => {
     try {
       const mmdsPort = (mmds.address() as net.AddressInfo).port;
       const port = await freePort();
-      const fe = startFakeEnvd([
-        '-addr', '127.0.0.1', '-port', String(port),
-        '-mmds-addr', `127.0.0.1:${mmdsPort}`, '-mmds-storm', '10',
-      ]);
+      const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-mmds-addr', `127.0.0.1:${mmdsPort}`, '-mmds-storm', '10']);
       await waitReady(fe);
       await waitFor('40 MMDS requests', () => okResponses >= 40);
       const before = connections;

@@ -103,11 +103,19 @@ describe('generations', () => {
     const memory = { instanceId: 'c10ec10ec10ec10e', generation: 3, lastSeq: 0, status };
     const a = new ProbeClient({ path: `${dirs[0]!.uds}_52000`, ...memory });
     const b = new ProbeClient({ path: `${dirs[1]!.uds}_52000`, ...memory });
-    cleanup.push(() => a.close(), () => b.close());
+    cleanup.push(
+      () => a.close(),
+      () => b.close(),
+    );
     expect(await a.connect()).toBe(0);
     expect(await b.connect()).toBe(0);
     // Each clone goes its own way from here.
-    await a.waitAcked(a.events([{ kind: 'phase', name: 'only-in-a' }, { kind: 'phase', name: 'a-again' }]));
+    await a.waitAcked(
+      a.events([
+        { kind: 'phase', name: 'only-in-a' },
+        { kind: 'phase', name: 'a-again' },
+      ]),
+    );
     await b.waitAcked(b.events([{ kind: 'phase', name: 'only-in-b' }]));
 
     const ea = await allEvents(collector, 'clone-a', 'phase');

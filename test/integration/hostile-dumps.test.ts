@@ -73,7 +73,12 @@ async function hostileAnswer(s: Setup, bytes: Buffer): Promise<{ status: number;
   for (let at = 0; at < bytes.length; at += DUMP_CHUNK_BYTES) {
     s.evil.send({ type: 'dump.chunk', id, index: index++, data: bytes.subarray(at, at + DUMP_CHUNK_BYTES) });
   }
-  s.evil.send({ type: 'result', id, ok: true, dump: { mode: 'goroutines', source: 'pprof', complete: true, bytes: bytes.length, chunks: index } });
+  s.evil.send({
+    type: 'result',
+    id,
+    ok: true,
+    dump: { mode: 'goroutines', source: 'pprof', complete: true, bytes: bytes.length, chunks: index },
+  });
   return made;
 }
 
@@ -121,7 +126,9 @@ describe('a hostile dump', () => {
       const diff = await s.collector.api('GET', `/v1/sandboxes/evil/dumps/${second.body.id}/diff`);
       return { first, second, detail, raw, diff };
     });
-    console.log(`two ${(bytes.length / 1e6).toFixed(1)} MB hostile dumps stored, read and diffed; slowest /healthz ${worstMs.toFixed(0)} ms`);
+    console.log(
+      `two ${(bytes.length / 1e6).toFixed(1)} MB hostile dumps stored, read and diffed; slowest /healthz ${worstMs.toFixed(0)} ms`,
+    );
     expect(worstMs).toBeLessThan(PROMPT_MS);
     await goodStillConnected(s);
 
@@ -154,7 +161,12 @@ describe('a hostile dump', () => {
 
     const { second, detail, raw, diff } = result;
     expect(second.status, JSON.stringify(second.body)).toBe(201);
-    expect(second.body).toMatchObject({ kind: 'unknown', top: null, bytes: bytes.length, note: 'not analysed: the analysis took longer than 1ms' });
+    expect(second.body).toMatchObject({
+      kind: 'unknown',
+      top: null,
+      bytes: bytes.length,
+      note: 'not analysed: the analysis took longer than 1ms',
+    });
     expect(detail.body.text).toBe(bytes.toString('utf8'));
     expect(raw.equals(bytes)).toBe(true);
     expect(diff.status).toBe(504);

@@ -115,7 +115,11 @@ describe('a hostile guest', () => {
   });
 
   it('an unknown message type closes the session with ERR_UNKNOWN_TYPE', async () => {
-    await evil(await sandbox('unknown-type'), hello(), frame(Buffer.from([0x81, 0xa4, ...Buffer.from('type'), 0xa3, ...Buffer.from('pwn')])));
+    await evil(
+      await sandbox('unknown-type'),
+      hello(),
+      frame(Buffer.from([0x81, 0xa4, ...Buffer.from('type'), 0xa3, ...Buffer.from('pwn')])),
+    );
     await logged('unknown-type', 'ERR_UNKNOWN_TYPE');
   });
 

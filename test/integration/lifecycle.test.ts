@@ -50,8 +50,18 @@ describe('a sandbox through its life', () => {
     // Every phase envd walked arrived, in order, and READY=1 last.
     const names = d.phases.filter((p: any) => p.name).map((p: any) => p.name);
     expect(names).toEqual([
-      'run-dir', 'mmds-poller', 'logger', 'router', 'filesystem-rpc', 'cgroup-manager',
-      'workload-freezer', 'process-rpc', 'api', 'port-scanner', 'port-forwarder', 'listen',
+      'run-dir',
+      'mmds-poller',
+      'logger',
+      'router',
+      'filesystem-rpc',
+      'cgroup-manager',
+      'workload-freezer',
+      'process-rpc',
+      'api',
+      'port-scanner',
+      'port-forwarder',
+      'listen',
     ]);
     expect(d.phases.at(-1).ready).toBe(true);
     if (sb.isolated) expect(sb.expectPort).toBe(49983);

@@ -83,7 +83,18 @@ const toMMDS = (s: TcpSocket) => s.remote === MMDS_ADDR;
 const touchesMMDSIP = (s: TcpSocket) => s.local.startsWith(`${MMDS_IP}:`) || s.remote.startsWith(`${MMDS_IP}:`);
 
 function stateCounts(socks: TcpSocket[]): Record<string, number> {
-  const names: Record<string, string> = { '01': 'ESTABLISHED', '02': 'SYN_SENT', '04': 'FIN_WAIT1', '05': 'FIN_WAIT2', '06': 'TIME_WAIT', '07': 'CLOSE', '08': 'CLOSE_WAIT', '09': 'LAST_ACK', '0A': 'LISTEN', '0B': 'CLOSING' };
+  const names: Record<string, string> = {
+    '01': 'ESTABLISHED',
+    '02': 'SYN_SENT',
+    '04': 'FIN_WAIT1',
+    '05': 'FIN_WAIT2',
+    '06': 'TIME_WAIT',
+    '07': 'CLOSE',
+    '08': 'CLOSE_WAIT',
+    '09': 'LAST_ACK',
+    '0A': 'LISTEN',
+    '0B': 'CLOSING',
+  };
   const counts: Record<string, number> = {};
   for (const s of socks) {
     const n = names[s.state] ?? s.state;
@@ -161,7 +172,7 @@ describe.skipIf(!canIsolate)('MMDS inside a sandbox', () => {
   afterAll(async () => {
     await collector?.stop();
     if (root) fs.rmSync(root, { recursive: true, force: true });
-    });
+  });
 
   it('reads 169.254.169.254:80 from /proc/net/tcp in host byte order', () => {
     const hex = os.endianness() === 'LE' ? 'FEA9FEA9:0050' : 'A9FEA9FE:0050';
@@ -215,7 +226,9 @@ describe.skipIf(!canIsolate)('MMDS inside a sandbox', () => {
 
   it('one poller against an ok MMDS gets its opts and stops; envd goes on to READY', async () => {
     const sb = await sandbox({ id: 'mmds-ok', mmds: true, mmdsReply: 'ok', envd: ['-mmds-addr', MMDS_ADDR] });
-    await waitFor('envd to get its MMDS opts', () => sb.output().includes('fake-envd: mmds: got opts from http://169.254.169.254:80'), { timeoutMs: 10_000 });
+    await waitFor('envd to get its MMDS opts', () => sb.output().includes('fake-envd: mmds: got opts from http://169.254.169.254:80'), {
+      timeoutMs: 10_000,
+    });
     await waitFor('fake-envd: ready', () => sb.output().includes('fake-envd: ready'), { timeoutMs: 10_000 });
     const d = await waitForState(collector, 'mmds-ok', 'ready', 20_000);
     expect(d.readiness).toMatchObject({ reportsPhases: true, ready: true });

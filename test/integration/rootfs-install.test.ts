@@ -113,30 +113,34 @@ describe('rootfs-install', () => {
   });
 
   const haveCross = spawnSync('aarch64-linux-gnu-gcc', ['--version']).status === 0;
-  it.skipIf(!haveCross)('ARCH=arm64: checked and stripped with the cross tools, without a code cache', () => {
-    requireBuilt();
-    const built = spawnSync('make', ['--no-print-directory', 'cross-arm64'], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
-    expect(built.status, built.stderr).toBe(0);
-    // Any aarch64 executable linking only libc stands in for an arm64 Node (which cannot run here).
-    const work = tempDir('vd-arm64-node-');
-    const src = path.join(work, 'node.c');
-    fs.writeFileSync(src, 'int main(void) { return 0; }\n');
-    const node = path.join(work, 'node');
-    const cc = spawnSync('aarch64-linux-gnu-gcc', ['-g', '-o', node, src], { encoding: 'utf8' });
-    expect(cc.status, cc.stderr).toBe(0);
-    const rootfs = tempDir();
-    const r = install(rootfs, ['arm64'], { NODE_BIN: node });
-    expect(r.status, r.stderr).toBe(0);
-    const opt = path.join(rootfs, 'opt/vsockdiag');
-    expect(fs.readdirSync(opt).sort()).toEqual(['node', 'vsockdiag-probe.bundle.js', 'vsockdiag-probe.js', 'vsockdiag.node']);
-    for (const f of ['node', 'vsockdiag.node']) {
-      const sections = spawnSync('readelf', ['-S', '-W', path.join(opt, f)], { encoding: 'utf8' }).stdout;
-      expect(sections).toContain('.dynsym'); // what the addon links against stays
-      expect(sections, f).not.toMatch(/\.symtab|\.debug_info/);
-    }
-    expect(r.stdout).toContain('ROOTFS has no C library yet');
-    expect(r.stdout).toContain('libc.so.6');
-  }, 150_000);
+  it.skipIf(!haveCross)(
+    'ARCH=arm64: checked and stripped with the cross tools, without a code cache',
+    () => {
+      requireBuilt();
+      const built = spawnSync('make', ['--no-print-directory', 'cross-arm64'], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+      expect(built.status, built.stderr).toBe(0);
+      // Any aarch64 executable linking only libc stands in for an arm64 Node (which cannot run here).
+      const work = tempDir('vd-arm64-node-');
+      const src = path.join(work, 'node.c');
+      fs.writeFileSync(src, 'int main(void) { return 0; }\n');
+      const node = path.join(work, 'node');
+      const cc = spawnSync('aarch64-linux-gnu-gcc', ['-g', '-o', node, src], { encoding: 'utf8' });
+      expect(cc.status, cc.stderr).toBe(0);
+      const rootfs = tempDir();
+      const r = install(rootfs, ['arm64'], { NODE_BIN: node });
+      expect(r.status, r.stderr).toBe(0);
+      const opt = path.join(rootfs, 'opt/vsockdiag');
+      expect(fs.readdirSync(opt).sort()).toEqual(['node', 'vsockdiag-probe.bundle.js', 'vsockdiag-probe.js', 'vsockdiag.node']);
+      for (const f of ['node', 'vsockdiag.node']) {
+        const sections = spawnSync('readelf', ['-S', '-W', path.join(opt, f)], { encoding: 'utf8' }).stdout;
+        expect(sections).toContain('.dynsym'); // what the addon links against stays
+        expect(sections, f).not.toMatch(/\.symtab|\.debug_info/);
+      }
+      expect(r.stdout).toContain('ROOTFS has no C library yet');
+      expect(r.stdout).toContain('libc.so.6');
+    },
+    150_000,
+  );
 
   it('refuses a musl (Alpine) image plainly and installs nothing', () => {
     requireBuilt();
@@ -166,7 +170,7 @@ describe('rootfs-install', () => {
     expect(fs.readdirSync(rootfs)).toEqual([]);
   });
 
-  it("refuses an image whose C library is older than the probe needs, naming what is missing", () => {
+  it('refuses an image whose C library is older than the probe needs, naming what is missing', () => {
     requireBuilt();
     const rootfs = tempDir();
     const lib = path.join(rootfs, 'usr/lib/x86_64-linux-gnu');
@@ -193,7 +197,9 @@ describe('rootfs-install', () => {
     r = install(path.join(rootfs, 'nope'));
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('is not a directory');
-    const c = spawnSync('node', [path.join(ROOT, 'scripts/rootfs-tool.mjs'), 'check-libs', rootfs, 'arm64', process.execPath], { encoding: 'utf8' });
+    const c = spawnSync('node', [path.join(ROOT, 'scripts/rootfs-tool.mjs'), 'check-libs', rootfs, 'arm64', process.execPath], {
+      encoding: 'utf8',
+    });
     expect(c.status).toBe(1);
     expect(c.stderr).toContain('is built for Advanced Micro Devices X86-64, not arm64 (AArch64)');
   });

@@ -16,7 +16,10 @@ describe('statLine', () => {
   it('writes pid, (comm) and fields 3..52, state S and 0 unless set', () => {
     const line = statLine(7, 'a) b', { 22: 1234 });
     expect(line.endsWith('\n')).toBe(true);
-    const fields = line.slice(line.lastIndexOf(')') + 2).trimEnd().split(' ');
+    const fields = line
+      .slice(line.lastIndexOf(')') + 2)
+      .trimEnd()
+      .split(' ');
     expect(line.startsWith('7 (a) b) ')).toBe(true);
     expect(fields).toHaveLength(50); // fields 3 to 52
     expect(fields[0]).toBe('S');
@@ -25,7 +28,10 @@ describe('statLine', () => {
   });
 
   it('stops at count and fills unset fields as told', () => {
-    const fields = statLine(1, 'x', { 3: 'Z' }, { count: 44, fill: (f) => f * 3 }).trimEnd().split(' ').slice(2);
+    const fields = statLine(1, 'x', { 3: 'Z' }, { count: 44, fill: (f) => f * 3 })
+      .trimEnd()
+      .split(' ')
+      .slice(2);
     expect(fields).toHaveLength(42);
     expect(fields[0]).toBe('Z');
     expect(fields[44 - 3]).toBe(String(44 * 3));
@@ -34,7 +40,12 @@ describe('statLine', () => {
 
 describe('FakeProcTree', () => {
   it('writes a process as the kernel shows it: comm, NUL-terminated cmdline, stat, fd links', () => {
-    const proc = fakeProcTree(parent).process(42, { comm: 'envd', cmdline: ['/usr/bin/envd', '-port', '1'], stat: { 20: 3 }, fds: ['socket:[9]', '/dev/null'] });
+    const proc = fakeProcTree(parent).process(42, {
+      comm: 'envd',
+      cmdline: ['/usr/bin/envd', '-port', '1'],
+      stat: { 20: 3 },
+      fds: ['socket:[9]', '/dev/null'],
+    });
     const dir = path.join(proc.root, '42');
     expect(fs.readFileSync(path.join(dir, 'comm'), 'utf8')).toBe('envd\n');
     expect(fs.readFileSync(path.join(dir, 'cmdline'), 'utf8')).toBe(['/usr/bin/envd', '-port', '1', ''].join('\0'));

@@ -16,7 +16,12 @@ export interface StatOptions {
  * `/proc/<pid>/stat`: "pid (comm) " then fields 3 to `count`, numbered as in proc(5).
  * `fields` sets fields by number; field 3 (the state) is "S" unless set.
  */
-export function statLine(pid: number, comm: string, fields: Record<number, string | number> = {}, { count = 52, fill = () => 0 }: StatOptions = {}): string {
+export function statLine(
+  pid: number,
+  comm: string,
+  fields: Record<number, string | number> = {},
+  { count = 52, fill = () => 0 }: StatOptions = {},
+): string {
   const parts: string[] = [];
   for (let f = 3; f <= count; f++) parts.push(String(fields[f] ?? (f === 3 ? 'S' : fill(f))));
   return `${pid} (${comm}) ${parts.join(' ')}\n`;

@@ -12,7 +12,11 @@ export interface WaitOptions {
  * Polls `fn` until it returns a truthy value, and returns that value. After `timeoutMs`
  * it fails naming `what` and the last value seen, so a timeout says what was awaited.
  */
-export async function waitFor<T>(what: string, fn: () => T | Promise<T>, { timeoutMs = 15_000, intervalMs = 25 }: WaitOptions = {}): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => T | Promise<T>,
+  { timeoutMs = 15_000, intervalMs = 25 }: WaitOptions = {},
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const last = await fn();

@@ -26,9 +26,10 @@ export function App() {
     if (epoch > 0) stream.restart();
   }, [epoch]);
 
+  const title = route.page === 'sandbox' ? `${route.id} · vsockdiag` : 'vsockdiag';
   useEffect(() => {
-    document.title = route.page === 'sandbox' ? `${route.id} · vsockdiag` : 'vsockdiag';
-  }, [route.page, route.page === 'sandbox' ? route.id : '']);
+    document.title = title;
+  }, [title]);
 
   return (
     <>

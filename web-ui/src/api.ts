@@ -31,7 +31,16 @@ import type { ThreadGroup, ThreadSyscall } from '../../host-collector/src/dumps/
 import type { detail, dumpBrief, dumpDetail, dumpDiff, phaseStats, summary } from '../../host-collector/src/http/present';
 
 export type { CreatorGroup, Frame, GoroutineGroup, LabelSetCount, ThreadGroup, ThreadSyscall };
-export { DUMP_MODES, DUMP_MODE_INFO, ENDED_STATES, OUTCOME_STATES, STARTING_UP_STATES, STATES_TROUBLE_FIRST, isSandboxState, type DumpMode };
+export {
+  DUMP_MODES,
+  DUMP_MODE_INFO,
+  ENDED_STATES,
+  OUTCOME_STATES,
+  STARTING_UP_STATES,
+  STATES_TROUBLE_FIRST,
+  isSandboxState,
+  type DumpMode,
+};
 
 /** Trouble first: the order of the fleet list and of the counts (a state this dashboard does
  *  not know, from a newer collector, last). */
@@ -197,10 +206,7 @@ export const sandboxPath = (id: string) => `/v1/sandboxes/${encodeURIComponent(i
  * The newest `count` events of one kind (or prefix), oldest first: read backwards (order=desc),
  * so a sandbox with a long history costs as much to open as a fresh one.
  */
-export async function loadRecent(
-  id: string,
-  opts: { kind: HistoryKind; count: number; signal?: AbortSignal },
-): Promise<SandboxEvent[]> {
+export async function loadRecent(id: string, opts: { kind: HistoryKind; count: number; signal?: AbortSignal }): Promise<SandboxEvent[]> {
   const out: SandboxEvent[] = [];
   let before: number | null = null;
   while (out.length < opts.count) {

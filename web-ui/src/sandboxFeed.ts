@@ -4,7 +4,18 @@
 // while the stream is down, by polling the events after the newest one seen).
 
 import { useEffect, useState, useSyncExternalStore } from 'react';
-import { ApiError, Unauthorized, auth, getJson, loadEvents, loadRecent, sandboxPath, type HistoryKind, type SandboxDetail, type SandboxEvent } from './api';
+import {
+  ApiError,
+  Unauthorized,
+  auth,
+  getJson,
+  loadEvents,
+  loadRecent,
+  sandboxPath,
+  type HistoryKind,
+  type SandboxDetail,
+  type SandboxEvent,
+} from './api';
 import { POLL_MS, useAuthEpoch } from './hooks';
 import { stream } from './stream';
 

@@ -119,7 +119,9 @@ class Stream {
     try {
       // With a token, trade it (in a header) for a single-use ticket: the token itself never
       // goes into a URL.
-      const query = getToken() ? `?ticket=${encodeURIComponent((await postJson<{ ticket: string }>('/v1/stream/tickets', undefined)).ticket)}` : '';
+      const query = getToken()
+        ? `?ticket=${encodeURIComponent((await postJson<{ ticket: string }>('/v1/stream/tickets', undefined)).ticket)}`
+        : '';
       if (mine !== this.connects) return;
       ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/stream${query}`);
     } catch {

@@ -192,9 +192,7 @@ export class SigquitCapture {
    */
   capture(pid: number, opts: SigquitOptions): Promise<DumpText> {
     if (this.armed) {
-      return Promise.reject(
-        new Error(`a SIGQUIT dump of pid ${this.armed.pid} is already being captured; one at a time`),
-      );
+      return Promise.reject(new Error(`a SIGQUIT dump of pid ${this.armed.pid} is already being captured; one at a time`));
     }
     const a: Armed = {
       pid,
@@ -247,11 +245,12 @@ export class SigquitCapture {
     const bytes = a.found ? a.bodyBytes : a.preBytes;
     const text = Buffer.concat(parts, bytes).toString('utf8');
     const errors: string[] = [];
-    if (!exited) errors.push(`pid ${a.pid} did not exit within ${timeoutMs} ms of SIGQUIT (does it ignore SIGQUIT, or is it not a Go program?)`);
+    if (!exited)
+      errors.push(`pid ${a.pid} did not exit within ${timeoutMs} ms of SIGQUIT (does it ignore SIGQUIT, or is it not a Go program?)`);
     if (a.cut) errors.push(`dump cut at ${a.maxBytes} bytes`);
     if (!a.found) {
       if (bytes === 0) {
-        errors.push('nothing arrived from the target\'s stderr: is it routed to the probe (wrap mode, --log-file or --journal-unit)?');
+        errors.push("nothing arrived from the target's stderr: is it routed to the probe (wrap mode, --log-file or --journal-unit)?");
       } else if (exited) {
         errors.push('no Go traceback start ("SIGQUIT: quit" or "goroutine N [") in the target\'s stderr; all of it is kept');
       }

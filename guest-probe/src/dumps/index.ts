@@ -11,13 +11,29 @@
 
 import { DUMP_CHUNK_BYTES, type DumpMode, type DumpSource } from '@vsockdiag/proto';
 import { readPidStat } from '../proc/stat.js';
-import { MAX_PPROF_BYTES, SigquitCapture, pprofDump } from './goroutines.js';
+import { MAX_PPROF_BYTES, type SigquitCapture, pprofDump } from './goroutines.js';
 import { nativeDump } from './native.js';
 import { NoSuchProcessError, TARGET_EXITED_LINE, processExited, threadsDump } from './threads.js';
 
-export { SigquitCapture, pprofDump, tracebackEnded, MAX_PPROF_BYTES, SIGQUIT_DRAIN_MS, type DumpText, type SigquitOptions } from './goroutines.js';
+export {
+  SigquitCapture,
+  pprofDump,
+  tracebackEnded,
+  MAX_PPROF_BYTES,
+  SIGQUIT_DRAIN_MS,
+  type DumpText,
+  type SigquitOptions,
+} from './goroutines.js';
 export { nativeDump, which, NATIVE_NOT_AVAILABLE, type NativeDump } from './native.js';
-export { threadsDump, archName, formatSyscall, processExited, NoSuchProcessError, TARGET_EXITED_LINE, type ThreadsDump } from './threads.js';
+export {
+  threadsDump,
+  archName,
+  formatSyscall,
+  processExited,
+  NoSuchProcessError,
+  TARGET_EXITED_LINE,
+  type ThreadsDump,
+} from './threads.js';
 
 export interface DumpRequest {
   mode: DumpMode;
@@ -116,7 +132,9 @@ function threads(ctx: DumpContext): DumpResult {
       text: d.text,
       complete: d.complete,
       pid,
-      ...(d.complete ? {} : { error: d.text.includes(TARGET_EXITED_LINE) ? 'the target exited during the dump' : 'the dump was cut at its size bound' }),
+      ...(d.complete
+        ? {}
+        : { error: d.text.includes(TARGET_EXITED_LINE) ? 'the target exited during the dump' : 'the dump was cut at its size bound' }),
     };
   } catch (err) {
     if (err instanceof NoSuchProcessError) return fail('threads', err.message, pid);
@@ -195,7 +213,10 @@ async function fromMemory(pid: number, ctx: DumpContext, maxBytes: number): Prom
     return fail('goroutines', (err as Error).message, pid);
   }
   const how = r.pausedMs > 0 ? `the target was stopped ${r.pausedMs.toFixed(1)} ms` : 'the target was not stopped';
-  const note = [`read from memory: ${r.goVersion} ${r.arch}, ${r.goroutines} goroutines in ${Math.round(r.elapsedMs)} ms; ${how}`, ...r.notes];
+  const note = [
+    `read from memory: ${r.goVersion} ${r.arch}, ${r.goroutines} goroutines in ${Math.round(r.elapsedMs)} ms; ${how}`,
+    ...r.notes,
+  ];
   return {
     mode: 'goroutines',
     source: 'memory',

@@ -31,7 +31,7 @@
 import { existsSync } from 'node:fs';
 import { procBuffer, readProcInto } from '../proc/read.js';
 import { listPids } from '../proc/fds.js';
-import { parseStatBytes, readPidStat } from '../proc/stat.js';
+import { type PidStat, parseStatBytes, readPidStat } from '../proc/stat.js';
 
 export const MAX_TASKS = 10_000;
 export const MAX_TEXT_BYTES = 16 * 1024 * 1024;
@@ -83,7 +83,7 @@ export class NoSuchProcessError extends Error {
  * run has threads > 1 and counts as running).
  */
 export function processExited(pid: number, procRoot: string, startTimeTicks: number): boolean {
-  let now;
+  let now: PidStat | null;
   try {
     now = readPidStat(pid, procRoot);
   } catch {

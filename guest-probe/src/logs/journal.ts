@@ -184,7 +184,8 @@ export class JournalFollower {
       }
       if (nl < 0) return; // the rest of this line comes with the next chunk
       if (this.skippingLine) this.counters.bad++;
-      else if (this.partialBytes > 0) this.entry(this.partial.length === 1 ? this.partial[0]! : Buffer.concat(this.partial, this.partialBytes));
+      else if (this.partialBytes > 0)
+        this.entry(this.partial.length === 1 ? this.partial[0]! : Buffer.concat(this.partial, this.partialBytes));
       this.resetLine();
       from = nl + 1;
     }

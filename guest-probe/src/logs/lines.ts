@@ -24,10 +24,10 @@ const NEWLINE = 0x0a;
 const CR = 0x0d;
 // C0 controls except tab, DEL, and C1 controls (U+0080–U+009F, which a terminal would
 // interpret as escape sequences too).
-// eslint-disable-next-line no-control-regex
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f-\x9f]/g;
-// eslint-disable-next-line no-control-regex
-const HAS_CONTROL = /[\x00-\x08\x0a-\x1f\x7f-\x9f]/;
+// The same class without /g, whose lastIndex would make test() stateful.
+const HAS_CONTROL = new RegExp(CONTROL.source);
 // Any one byte decodes to at most one UTF-16 code unit, so a line of at most `maxChars`
 // bytes always fits; and each three bytes give at least one code unit, so once the buffer
 // holds 4·maxChars bytes the decoded line is surely longer than the limit.

@@ -35,9 +35,7 @@ export class NotifyListener extends EventEmitter<NotifyListenerEvents> {
    */
   static open(path: string): NotifyListener {
     const listener = new NotifyListener(path);
-    listener.#handle = loadNative().notifyBind(path, (buf, pid, truncated) =>
-      listener.#onDatagram(buf, pid, truncated),
-    );
+    listener.#handle = loadNative().notifyBind(path, (buf, pid, truncated) => listener.#onDatagram(buf, pid, truncated));
     return listener;
   }
 

@@ -24,11 +24,7 @@ export function countFds(pid: number, procRoot = '/proc'): number | null {
  * that are gone or whose fd table we may not read (EACCES) are skipped, as are fds closed while
  * we look.
  */
-export function findSocketOwner(
-  inode: number,
-  pids: Iterable<number>,
-  procRoot = '/proc',
-): number | null {
+export function findSocketOwner(inode: number, pids: Iterable<number>, procRoot = '/proc'): number | null {
   const target = `socket:[${inode}]`;
   for (const pid of pids) {
     const dir = `${procRoot}/${pid}/fd`;

@@ -32,9 +32,7 @@ export const TcpState = {
 } as const;
 
 /** State number → name (1 ESTABLISHED … 10 LISTEN, 11 CLOSING). */
-export const TCP_STATE_NAMES: ReadonlyMap<number, string> = new Map(
-  Object.entries(TcpState).map(([name, num]) => [num, name] as const),
-);
+export const TCP_STATE_NAMES: ReadonlyMap<number, string> = new Map(Object.entries(TcpState).map(([name, num]) => [num, name] as const));
 
 export interface TcpSocketFilter {
   /** Keep only these states (e.g. new Set([TcpState.LISTEN])). */

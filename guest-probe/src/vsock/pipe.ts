@@ -118,11 +118,7 @@ export function serverHookPresent(): boolean {
  * async id, onconnection -> net.Socket per accepted fd (libuv accept4 + uv_accept on the
  * Pipe), handle.listen(backlog), 'listening'.
  */
-export function serverFromFd(
-  fd: number,
-  onConnection: (socket: net.Socket) => void,
-  opts: ServerFromFdOptions = {},
-): net.Server {
+export function serverFromFd(fd: number, onConnection: (socket: net.Socket) => void, opts: ServerFromFdOptions = {}): net.Server {
   if (!serverHookPresent()) throw new Error('net.Server.prototype._listen2 is missing in this Node version');
   const handle = openPipe(fd, 'SERVER');
   const server = net.createServer({ allowHalfOpen: opts.allowHalfOpen ?? false }, onConnection);

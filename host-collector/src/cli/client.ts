@@ -23,7 +23,13 @@ export class CollectorClient {
   }
 
   /** JSON request; returns status and body. Non-2xx statuses listed in `accept` are not errors. */
-  async request<T>(method: string, path: string, body?: unknown, accept: number[] = [], timeoutMs = 30_000): Promise<{ status: number; body: T }> {
+  async request<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    accept: number[] = [],
+    timeoutMs = 30_000,
+  ): Promise<{ status: number; body: T }> {
     const headers: Record<string, string> = {};
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.opts.token) headers.authorization = `Bearer ${this.opts.token}`;
@@ -37,7 +43,11 @@ export class CollectorClient {
       });
     } catch (err) {
       const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-      throw new ClientError(`cannot reach the collector at ${this.base} (${cause}); is "vsockdiag collector" running? (--collector / VSOCKDIAG_URL)`, null, null);
+      throw new ClientError(
+        `cannot reach the collector at ${this.base} (${cause}); is "vsockdiag collector" running? (--collector / VSOCKDIAG_URL)`,
+        null,
+        null,
+      );
     }
     const text = await res.text();
     const parsed = text ? (JSON.parse(text) as unknown) : undefined;

@@ -77,20 +77,60 @@ export function buildProgram(): Command {
     .description('run the host collector (vsock listeners, state, API, dashboard)')
     .option('--http <addr>', 'HTTP listen address', DEFAULT_COLLECTOR_OPTIONS.http)
     .option('--data <dir>', 'data directory (SQLite)', DEFAULT_COLLECTOR_OPTIONS.dataDir)
-    .option('--vsock-port <n>', 'vsock port the probe connects to (listen on <uds>_<n>)', int('--vsock-port'), DEFAULT_COLLECTOR_OPTIONS.vsockPort)
-    .option('--probe-port <n>', "probe's command port (host-initiated connections)", int('--probe-port'), DEFAULT_COLLECTOR_OPTIONS.probePort)
+    .option(
+      '--vsock-port <n>',
+      'vsock port the probe connects to (listen on <uds>_<n>)',
+      int('--vsock-port'),
+      DEFAULT_COLLECTOR_OPTIONS.vsockPort,
+    )
+    .option(
+      '--probe-port <n>',
+      "probe's command port (host-initiated connections)",
+      int('--probe-port'),
+      DEFAULT_COLLECTOR_OPTIONS.probePort,
+    )
     .option('--stall-after <d>', 'stuck when no new phase for this long', parseDuration, DEFAULT_COLLECTOR_OPTIONS.stallAfterMs)
-    .option('--start-deadline <d>', 'stuck when not ready this long after the target started', parseDuration, DEFAULT_COLLECTOR_OPTIONS.startDeadlineMs)
-    .addOption(new Option('--on-stuck <what>', "dumps taken on entering stuck: 'threads' (harmless) or 'quit' (also SIGQUIT's Go dump; envd restarts)").choices(['threads', 'quit']).default('threads'))
-    .option('--storm-threshold <n>', 'raise socket-storm when one remote endpoint holds this many sockets', int('--storm-threshold'), DEFAULT_CONDITION_SETTINGS.stormThreshold)
+    .option(
+      '--start-deadline <d>',
+      'stuck when not ready this long after the target started',
+      parseDuration,
+      DEFAULT_COLLECTOR_OPTIONS.startDeadlineMs,
+    )
+    .addOption(
+      new Option(
+        '--on-stuck <what>',
+        "dumps taken on entering stuck: 'threads' (harmless) or 'quit' (also SIGQUIT's Go dump; envd restarts)",
+      )
+        .choices(['threads', 'quit'])
+        .default('threads'),
+    )
+    .option(
+      '--storm-threshold <n>',
+      'raise socket-storm when one remote endpoint holds this many sockets',
+      int('--storm-threshold'),
+      DEFAULT_CONDITION_SETTINGS.stormThreshold,
+    )
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
     .option('--uds-root <dir>', 'accept only udsPaths inside this folder (repeatable)', (v: string, all: string[] = []) => [...all, v])
     .option('--socket-group <group>', "give the vsock sockets this group, mode 0660 (a jailed Firecracker's group); default 0600", groupId)
-    .option('--dump-analysis-limit <d>', 'how long parsing one dump (or a diff) may take; a dump over it is kept unparsed', parseDuration, DUMP_ANALYSIS_TIME_LIMIT_MS)
+    .option(
+      '--dump-analysis-limit <d>',
+      'how long parsing one dump (or a diff) may take; a dump over it is kept unparsed',
+      parseDuration,
+      DUMP_ANALYSIS_TIME_LIMIT_MS,
+    )
     // Event history bounds (the oldest events are pruned first).
-    .addOption(new Option('--retain-per-sandbox <size>', 'event history kept per sandbox').argParser(parseSize).default(DEFAULT_RETENTION.sandboxBytes, mib(DEFAULT_RETENTION.sandboxBytes)))
-    .addOption(new Option('--retain-total <size>', 'event history kept across all sandboxes (the largest are cut first)').argParser(parseSize).default(DEFAULT_RETENTION.totalBytes, mib(DEFAULT_RETENTION.totalBytes)))
+    .addOption(
+      new Option('--retain-per-sandbox <size>', 'event history kept per sandbox')
+        .argParser(parseSize)
+        .default(DEFAULT_RETENTION.sandboxBytes, mib(DEFAULT_RETENTION.sandboxBytes)),
+    )
+    .addOption(
+      new Option('--retain-total <size>', 'event history kept across all sandboxes (the largest are cut first)')
+        .argParser(parseSize)
+        .default(DEFAULT_RETENTION.totalBytes, mib(DEFAULT_RETENTION.totalBytes)),
+    )
     .action(async (o, cmd: Command) => {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
@@ -131,7 +171,7 @@ export function buildProgram(): Command {
 
   program
     .command('register <id>')
-    .description("watch a sandbox: <id> and its Firecracker vsock uds_path")
+    .description('watch a sandbox: <id> and its Firecracker vsock uds_path')
     .requiredOption('--uds <path>', "the VM's vsock uds_path (as given to Firecracker's PUT /vsock)")
     .option('--json', 'JSON output')
     .action(async (id: string, o, cmd: Command) => {
@@ -202,7 +242,9 @@ export function buildProgram(): Command {
 
   program
     .command('dump <id>')
-    .description("take a dump of a sandbox's target: threads (harmless), goroutines (pprof or its memory, harmless; SIGQUIT with --destructive), native")
+    .description(
+      "take a dump of a sandbox's target: threads (harmless), goroutines (pprof or its memory, harmless; SIGQUIT with --destructive), native",
+    )
     .addOption(new Option('--mode <mode>', 'what to dump').choices([...DUMP_MODES]).default('threads'))
     .option('--destructive', 'allow SIGQUIT for a Go dump (envd exits; its supervisor restarts it)')
     .option('--out <file>', 'also write the raw dump text to this file')
@@ -212,7 +254,13 @@ export function buildProgram(): Command {
       const stop = spinner(`taking a ${o.mode} dump of ${id}`);
       let made: { body: DumpBody };
       try {
-        made = await c.request<DumpBody>('POST', `/v1/sandboxes/${encodeURIComponent(id)}/dumps`, { mode: o.mode, destructive: o.destructive === true }, [], 120_000);
+        made = await c.request<DumpBody>(
+          'POST',
+          `/v1/sandboxes/${encodeURIComponent(id)}/dumps`,
+          { mode: o.mode, destructive: o.destructive === true },
+          [],
+          120_000,
+        );
       } finally {
         stop();
       }
@@ -222,7 +270,12 @@ export function buildProgram(): Command {
       const d = full.body;
       // The collector sends the groups it stored with the dump: no need to parse the text again.
       const analysis = analysisOf(d);
-      const flags = [d.complete ? 'complete' : 'INCOMPLETE', `${d.source}`, `${Math.round(d.bytes / 1024)} KiB`, `generation ${d.generation}`];
+      const flags = [
+        d.complete ? 'complete' : 'INCOMPLETE',
+        `${d.source}`,
+        `${Math.round(d.bytes / 1024)} KiB`,
+        `generation ${d.generation}`,
+      ];
       process.stdout.write(`dump ${d.id} of ${id}: ${d.mode} (${flags.join(', ')})${d.note ? ` — ${d.note}` : ''}\n`);
       if (d.error) process.stdout.write(`error: ${d.error}\n`);
       if (analysis.kind !== 'unknown') process.stdout.write(summarizeAnalysis(analysis));
@@ -270,7 +323,10 @@ export function buildProgram(): Command {
       const recent: TailEvent[] = [];
       for (let before = ''; recent.length < o.lines; ) {
         const limit = Math.min(1000, o.lines - recent.length);
-        const r = await c.request<{ events: TailEvent[]; next: number; more: boolean }>('GET', `${path}/events?order=desc&limit=${limit}${before}`);
+        const r = await c.request<{ events: TailEvent[]; next: number; more: boolean }>(
+          'GET',
+          `${path}/events?order=desc&limit=${limit}${before}`,
+        );
         recent.push(...r.body.events);
         if (!r.body.more) break;
         before = `&before=${r.body.next}`;
@@ -359,17 +415,26 @@ function formatStatus(s: StatusBody): string {
   if (s.probe) {
     const p = s.probe;
     const source = p.listenerSource === 'proc' ? `, listeners from /proc/net/tcp (${p.fallbackReason ?? 'fallback'})` : '';
-    lines.push(`  probe:    ${s.connected ? 'connected' : 'disconnected'}, instance ${p.instanceId}, v${p.version}, session ${p.generation}${source}`);
+    lines.push(
+      `  probe:    ${s.connected ? 'connected' : 'disconnected'}, instance ${p.instanceId}, v${p.version}, session ${p.generation}${source}`,
+    );
   }
   if (s.target) {
     const t = s.target;
     const fate = t.alive ? 'alive' : t.signal ? `killed by ${t.signal}` : t.exitCode !== undefined ? `exited ${t.exitCode}` : 'gone';
-    const facts = [t.threads !== undefined ? `${t.threads} threads` : '', t.rssKb !== undefined ? `${Math.round(t.rssKb / 1024)} MiB RSS` : ''].filter(Boolean).join(', ');
+    const facts = [
+      t.threads !== undefined ? `${t.threads} threads` : '',
+      t.rssKb !== undefined ? `${Math.round(t.rssKb / 1024)} MiB RSS` : '',
+    ]
+      .filter(Boolean)
+      .join(', ');
     lines.push(`  target:   ${t.name} pid ${t.pid} ${fate}${facts ? ` (${facts})` : ''}`);
   }
   if (s.listener) {
     const l = s.listener;
-    lines.push(`  listener: :${l.port} ${l.bound ? `bound on ${l.address ?? '?'}${l.pid ? ` by pid ${l.pid}` : ''}` : 'not bound'}${l.since ? ` since ${l.since}` : ''}`);
+    lines.push(
+      `  listener: :${l.port} ${l.bound ? `bound on ${l.address ?? '?'}${l.pid ? ` by pid ${l.pid}` : ''}` : 'not bound'}${l.since ? ` since ${l.since}` : ''}`,
+    );
   }
   if (s.phases.length) {
     lines.push('  phases:');

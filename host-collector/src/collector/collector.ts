@@ -1,7 +1,7 @@
 // The collector process: store → registry (listeners per sandbox) → discovery → HTTP.
 // start() returns once every persisted sandbox is listening again and the API is up.
 
-import net from 'node:net';
+import type net from 'node:net';
 import { DEFAULTS, parseAddress } from '@vsockdiag/proto';
 import type { FastifyInstance } from 'fastify';
 import { isLoopbackName } from '../http/guard.js';

@@ -76,7 +76,8 @@ export class DumpService {
   }
 
   async take(sb: Sandbox, req: DumpRequest): Promise<StoredDump> {
-    if (!(DUMP_MODES as readonly string[]).includes(req.mode)) throw new DumpError('BAD_REQUEST', `mode must be one of ${DUMP_MODES.join(', ')}`);
+    if (!(DUMP_MODES as readonly string[]).includes(req.mode))
+      throw new DumpError('BAD_REQUEST', `mode must be one of ${DUMP_MODES.join(', ')}`);
     let lastErr: Error | null = null;
     for (let attempt = 0; attempt < 2; attempt++) {
       const generation = sb.generation;

@@ -121,7 +121,15 @@ export class SandboxHistory implements HistoryView {
 
   /** A collector-side event (state change, session edge, gap, …) in the sandbox's history. */
   record(kind: CollectorEventKind, data: Record<string, unknown>): void {
-    const row: EventRecord = { sandboxId: this.sandboxId, generation: this.generation(), seq: null, kind, tGuest: null, tHost: Date.now(), data };
+    const row: EventRecord = {
+      sandboxId: this.sandboxId,
+      generation: this.generation(),
+      seq: null,
+      kind,
+      tGuest: null,
+      tHost: Date.now(),
+      data,
+    };
     this.store.append([row]);
     this.recorded([row]);
   }

@@ -6,14 +6,7 @@
 // what the verdict and the API read, through IntakeView.
 
 import type net from 'node:net';
-import {
-  PROTOCOL_ERROR_CODES,
-  applyEvent,
-  type Hello,
-  type ProbeEvent,
-  type ProbeStatus,
-  type ProtocolErrorCode,
-} from '@vsockdiag/proto';
+import { PROTOCOL_ERROR_CODES, applyEvent, type Hello, type ProbeEvent, type ProbeStatus, type ProtocolErrorCode } from '@vsockdiag/proto';
 import { Budget, type BudgetLimits } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { SandboxHistory } from './history.js';
@@ -216,7 +209,15 @@ export class Intake implements SessionHost, IntakeView {
       if (e.seq > keyframeSeq) status = applyEvent(status, e);
       this.history.remember(e, this.guestClock);
       const { seq, t, kind, ...data } = e;
-      rows.push({ sandboxId: this.sandboxId, generation: session.generation, seq, kind, tGuest: t, tHost: Math.round(this.guestClock.toHost(t)), data });
+      rows.push({
+        sandboxId: this.sandboxId,
+        generation: session.generation,
+        seq,
+        kind,
+        tGuest: t,
+        tHost: Math.round(this.guestClock.toHost(t)),
+        data,
+      });
     }
     this.count.events += events.length;
     this.merged = status;

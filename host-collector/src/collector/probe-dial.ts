@@ -38,14 +38,18 @@ export async function requestViaCommandPort(
 ): Promise<CommandPortAnswer> {
   const socket = net.connect({ path: udsPath });
   const requests = new Requests();
-  const deadline = setTimeout(() => socket.destroy(new RequestError('TIMEOUT', `command port did not answer within ${timeoutMs} ms`)), timeoutMs);
+  const deadline = setTimeout(
+    () => socket.destroy(new RequestError('TIMEOUT', `command port did not answer within ${timeoutMs} ms`)),
+    timeoutMs,
+  );
   try {
     return await new Promise<CommandPortAnswer>((resolve, reject) => {
       const fail = (err: Error) => {
         requests.failAll(err);
         reject(err);
       };
-      const socketError = (err: Error) => (err instanceof RequestError ? err : new RequestError('UNREACHABLE', `${udsPath}: ${err.message}`));
+      const socketError = (err: Error) =>
+        err instanceof RequestError ? err : new RequestError('UNREACHABLE', `${udsPath}: ${err.message}`);
 
       /** The probe's stream, once Firecracker said OK; `rest` is what followed the OK line. */
       const talk = (rest: Buffer) => {
@@ -64,7 +68,8 @@ export async function requestViaCommandPort(
             else requests.onResult(m);
           },
           onClose: ({ code, error }: Closed) => {
-            if (error && code) fail(error); // a ProtocolError (ERR_UNEXPECTED before hello, …), or ours
+            if (error && code)
+              fail(error); // a ProtocolError (ERR_UNEXPECTED before hello, …), or ours
             else if (error) fail(socketError(error));
             else fail(new RequestError('CLOSED', 'the probe closed the command connection before answering'));
           },
@@ -94,7 +99,12 @@ export async function requestViaCommandPort(
       };
       const handshakeError = (err: Error) => fail(socketError(err));
       const handshakeClose = () =>
-        fail(new RequestError('UNREACHABLE', `nothing listens on the probe's command port ${port} (Firecracker closed the connection without OK)`));
+        fail(
+          new RequestError(
+            'UNREACHABLE',
+            `nothing listens on the probe's command port ${port} (Firecracker closed the connection without OK)`,
+          ),
+        );
       socket.once('connect', () => socket.write(`CONNECT ${port}\n`));
       socket.on('data', handshake);
       socket.on('error', handshakeError);

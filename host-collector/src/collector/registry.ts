@@ -36,7 +36,8 @@ export function udsPathProblem(udsPath: string, roots: readonly string[] | undef
   if (!udsPath.startsWith('/') || Buffer.byteLength(udsPath) > MAX_UDS_PATH || udsPath.includes('\0')) {
     return `udsPath must be an absolute path of at most ${MAX_UDS_PATH} bytes`;
   }
-  if (path.posix.normalize(udsPath) !== udsPath || udsPath.endsWith('/')) return `udsPath must be normalised (no "..", "." or "//"): ${udsPath}`;
+  if (path.posix.normalize(udsPath) !== udsPath || udsPath.endsWith('/'))
+    return `udsPath must be normalised (no "..", "." or "//"): ${udsPath}`;
   if (!roots || roots.length === 0) return null;
   const inside = (p: string, root: string) => p.startsWith(root.endsWith('/') ? root : `${root}/`);
   if (!roots.some((r) => inside(udsPath, r))) return `udsPath ${udsPath} is outside the allowed folders (--uds-root ${roots.join(', ')})`;

@@ -73,7 +73,12 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
     this.uds = udsPath;
     // Every readiness long-poll on this sandbox listens here; there is no fixed bound.
     this.setMaxListeners(0);
-    this.kept = new SandboxHistory(id, store, () => this.link.generation, (rows) => this.emit('recorded', rows));
+    this.kept = new SandboxHistory(
+      id,
+      store,
+      () => this.link.generation,
+      (rows) => this.emit('recorded', rows),
+    );
     this.link = new Intake(id, generation, store, this.kept, settings.budget, log, {
       reconsider: () => this.verdict.evaluate(),
       recorded: (rows) => this.emit('recorded', rows),

@@ -269,9 +269,7 @@ export class Store {
         `INSERT INTO dumps (sandbox_id, generation, mode, source, trigger, complete, error, note, pid, created_ms, bytes, text, analysis, paused_ms)
          VALUES (@sandboxId, @generation, @mode, @source, @trigger, @complete, @error, @note, @pid, @createdMs, @bytes, @text, @analysis, @pausedMs)`,
       ),
-      listDumps: this.db.prepare(
-        `SELECT ${DUMP_COLUMNS} FROM dumps WHERE sandbox_id = ? ORDER BY id DESC LIMIT ?`,
-      ),
+      listDumps: this.db.prepare(`SELECT ${DUMP_COLUMNS} FROM dumps WHERE sandbox_id = ? ORDER BY id DESC LIMIT ?`),
       getDump: this.db.prepare(`SELECT ${DUMP_COLUMNS}, text FROM dumps WHERE sandbox_id = ? AND id = ?`),
       dumpInfo: this.db.prepare(`SELECT ${DUMP_COLUMNS} FROM dumps WHERE sandbox_id = ? AND id = ?`),
       previousDump: this.db.prepare(
@@ -309,8 +307,12 @@ export class Store {
       // Oldest first, one origin: what pruning walks (only as far as it deletes). Named
       // indexes, so the planner never sorts a sandbox's whole history by way of events_by_seq.
       oldest: {
-        guest: this.db.prepare('SELECT id, bytes FROM events INDEXED BY events_by_sandbox WHERE sandbox_id = ? AND seq IS NOT NULL ORDER BY id'),
-        collector: this.db.prepare('SELECT id, bytes FROM events INDEXED BY events_by_collector WHERE sandbox_id = ? AND seq IS NULL ORDER BY id'),
+        guest: this.db.prepare(
+          'SELECT id, bytes FROM events INDEXED BY events_by_sandbox WHERE sandbox_id = ? AND seq IS NOT NULL ORDER BY id',
+        ),
+        collector: this.db.prepare(
+          'SELECT id, bytes FROM events INDEXED BY events_by_collector WHERE sandbox_id = ? AND seq IS NULL ORDER BY id',
+        ),
       },
       deleteUpTo: {
         guest: this.db.prepare('DELETE FROM events WHERE sandbox_id = ? AND seq IS NOT NULL AND id <= ?'),
@@ -594,7 +596,11 @@ export class Store {
         text: gz,
         analysis: JSON.stringify(d.analysis),
       });
-      this.stmt.pruneDumps.run({ sandboxId: d.sandboxId, trigger: d.trigger, keep: d.trigger === 'api' ? KEEP_DUMPS.api : KEEP_DUMPS.auto });
+      this.stmt.pruneDumps.run({
+        sandboxId: d.sandboxId,
+        trigger: d.trigger,
+        keep: d.trigger === 'api' ? KEEP_DUMPS.api : KEEP_DUMPS.auto,
+      });
       return Number(r.lastInsertRowid);
     })();
     return id;

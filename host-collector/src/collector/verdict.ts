@@ -79,7 +79,7 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
         ? `killed by ${target.signal}`
         : target.exitCode !== undefined
           ? `exited with status ${target.exitCode}`
-          : 'exited (status unknown: not the probe\'s child)';
+          : "exited (status unknown: not the probe's child)";
     const lastPhase = status.phases.last ? `, last phase ${describePhase(status.phases.last)}` : '';
     const probe = v.connected ? '' : '; probe disconnected';
     return { state: 'exited', reason: `${name} (pid ${target.pid}) ${how}${lastPhase}${probe}`, recheckAt: null };

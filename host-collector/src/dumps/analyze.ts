@@ -99,12 +99,16 @@ function unparsedOf(dump: GoroutineDump): { unparsed?: number; unparsedHeaders?:
  * header was not understood (kept, marked), and goroutines the parser lost (headers it counted
  * but did not read, which is a bug).
  */
-export function parseWarning(a: Pick<Extract<DumpAnalysis, { kind: 'goroutines' }>, 'goroutines' | 'headers' | 'unparsed' | 'unparsedHeaders'>): string {
+export function parseWarning(
+  a: Pick<Extract<DumpAnalysis, { kind: 'goroutines' }>, 'goroutines' | 'headers' | 'unparsed' | 'unparsedHeaders'>,
+): string {
   const out: string[] = [];
   if (a.unparsed) {
     const lines = (a.unparsedHeaders ?? []).map((h) => h.line);
     const more = a.unparsed > lines.length ? ', …' : '';
-    out.push(`${a.unparsed} goroutine header${a.unparsed === 1 ? '' : 's'} not understood (kept as state "?"; line${lines.length === 1 ? '' : 's'} ${lines.join(', ')}${more})`);
+    out.push(
+      `${a.unparsed} goroutine header${a.unparsed === 1 ? '' : 's'} not understood (kept as state "?"; line${lines.length === 1 ? '' : 's'} ${lines.join(', ')}${more})`,
+    );
   }
   if (a.headers !== undefined && a.headers > a.goroutines) {
     const n = a.headers - a.goroutines;

@@ -87,7 +87,7 @@ export function parseLabelsBlock(line: string, open: number, end: number): Label
     if (line.charCodeAt(p) !== 58 /* : */) return undefined;
     const value = tokenAt(line, skipSpace(line, p + 1), close);
     if (!value) return undefined;
-    if (!Object.prototype.hasOwnProperty.call(labels, key.text)) labels[key.text] = value.text;
+    if (!Object.hasOwn(labels, key.text)) labels[key.text] = value.text;
     p = skipSpace(line, value.next);
     if (p === close) return labels;
     if (line.charCodeAt(p) !== 44 /* , */) return undefined;

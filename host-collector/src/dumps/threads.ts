@@ -99,6 +99,7 @@ export interface ThreadGroup {
 
 // ---- syscall names ----
 
+// biome-ignore format: a lookup table, several numbers a line
 /** Common syscalls by number: x86_64 (arch/x86/entry/syscalls/syscall_64.tbl) and aarch64 (asm-generic/unistd.h). */
 export const SYSCALL_NAMES: Readonly<Record<Arch, Readonly<Record<number, string>>>> = {
   x86_64: {
@@ -255,7 +256,11 @@ export function parseStackLine(line: string): string | undefined {
   let i = skipSpace(line, 0);
   if (!line.startsWith('[<', i)) return undefined;
   i += 2;
-  for (let c = line.charCodeAt(i); isDigit(c) || c === 120 /* x */ || (c >= 65 && c <= 70) || (c >= 97 && c <= 102); c = line.charCodeAt(++i));
+  for (
+    let c = line.charCodeAt(i);
+    isDigit(c) || c === 120 /* x */ || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
+    c = line.charCodeAt(++i)
+  );
   if (!line.startsWith('>]', i)) return undefined;
   const from = skipSpace(line, i + 2);
   const end = trimmedEnd(line);
@@ -403,8 +408,7 @@ export function groupThreads(dump: ThreadsDump | readonly ThreadTask[]): ThreadG
     groups.push(g);
   }
   return groups.sort(
-    (a, b) =>
-      Number(b.state === 'D') - Number(a.state === 'D') || b.count - a.count || (a.tids[0] ?? 0) - (b.tids[0] ?? 0),
+    (a, b) => Number(b.state === 'D') - Number(a.state === 'D') || b.count - a.count || (a.tids[0] ?? 0) - (b.tids[0] ?? 0),
   );
 }
 
@@ -431,9 +435,7 @@ export function summarizeThreads(groups: readonly ThreadGroup[], options: { limi
   const w1 = Math.max(0, ...rows.map((r) => r[1].length));
   const w2 = Math.max(0, ...rows.map((r) => r[2].length));
   const w3 = Math.max(0, ...rows.map((r) => r[3].length));
-  const lines = rows.map(
-    (r) => `${r[0].padStart(w0)}  ${r[1].padEnd(w1)}  ${r[2].padEnd(w2)}  ${r[3].padEnd(w3)}  [${r[4]}]`,
-  );
+  const lines = rows.map((r) => `${r[0].padStart(w0)}  ${r[1].padEnd(w1)}  ${r[2].padEnd(w2)}  ${r[3].padEnd(w3)}  [${r[4]}]`);
   const rest = groups.slice(shown.length);
   if (rest.length > 0) {
     const n = rest.reduce((s, g) => s + g.count, 0);

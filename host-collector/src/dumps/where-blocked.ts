@@ -32,8 +32,16 @@ export function whereBlocked(groups: readonly GoroutineGroup[]): WhereBlocked | 
   if (main) return describe('main', main);
   const app = known.filter((g) => g.application);
   const waiting = app.filter((g) => (g.waitMinutes ?? 0) > 0);
-  if (waiting.length > 0) return describe('longest-wait', waiting.reduce((a, b) => ((b.waitMinutes ?? 0) > (a.waitMinutes ?? 0) ? b : a)));
-  if (app.length > 0) return describe('largest-group', app.reduce((a, b) => (b.count > a.count ? b : a)));
+  if (waiting.length > 0)
+    return describe(
+      'longest-wait',
+      waiting.reduce((a, b) => ((b.waitMinutes ?? 0) > (a.waitMinutes ?? 0) ? b : a)),
+    );
+  if (app.length > 0)
+    return describe(
+      'largest-group',
+      app.reduce((a, b) => (b.count > a.count ? b : a)),
+    );
   return null;
 }
 

@@ -58,10 +58,10 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     probe: intake.probe ? { ...intake.probe, ...(status?.probe ?? {}) } : null,
     connectedAt: intake.connectedAt ? new Date(intake.connectedAt).toISOString() : null,
     disconnectedAt: intake.disconnectedAt && !intake.session ? new Date(intake.disconnectedAt).toISOString() : null,
-    target: status?.target ? { ...status.target, startedAt: guestToIso(status.target.startedAt), startedAtBootMs: status.target.startedAt } : null,
-    listener: status
-      ? { ...status.listener, since: guestToIso(status.listener.since), sinceBootMs: status.listener.since ?? null }
+    target: status?.target
+      ? { ...status.target, startedAt: guestToIso(status.target.startedAt), startedAtBootMs: status.target.startedAt }
       : null,
+    listener: status ? { ...status.listener, since: guestToIso(status.listener.since), sinceBootMs: status.listener.since ?? null } : null,
     readiness: status
       ? { reportsPhases: status.phases.reported, ready: status.phases.ready, readyAt: guestToIso(status.phases.readyAt) }
       : null,
@@ -135,7 +135,14 @@ export function dumpDiff(older: StoredDump, newer: StoredDump, diff: DumpDiff) {
 export function phaseStats(name: string, samplesMs: readonly number[], keep: number) {
   const sorted = [...samplesMs].sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-  return { name, count: samplesMs.length, p50Ms: at(0.5), p90Ms: at(0.9), maxMs: sorted[sorted.length - 1]!, samplesMs: samplesMs.slice(-keep) };
+  return {
+    name,
+    count: samplesMs.length,
+    p50Ms: at(0.5),
+    p90Ms: at(0.9),
+    maxMs: sorted[sorted.length - 1]!,
+    samplesMs: samplesMs.slice(-keep),
+  };
 }
 
 /** The parsed structure a dump's detail carries, as the analysis it was made from. */

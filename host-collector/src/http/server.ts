@@ -3,13 +3,7 @@
 // route → JSON reply with the security headers, or the error handler's
 // {"error": {"code", "message"}}.
 
-import Fastify, {
-  LogController,
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-} from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DumpAnalyzer } from '../collector/dump-analyzer.js';
 import type { DumpService } from '../collector/dump-service.js';
 import type { Logger } from '../collector/logger.js';
@@ -79,9 +73,7 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
     opts.log.error({ err }, 'request failed');
     return reply.code(500).send(errorBody('INTERNAL', 'internal error'));
   });
-  app.setNotFoundHandler((req, reply) =>
-    reply.code(404).send(errorBody('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`)),
-  );
+  app.setNotFoundHandler((req, reply) => reply.code(404).send(errorBody('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`)));
 
   app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));
   app.register(sandboxRoutes, { registry: opts.registry, store: opts.store });

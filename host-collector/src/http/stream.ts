@@ -132,4 +132,3 @@ class Client {
     return this.subscriptions.has(id);
   }
 }
-

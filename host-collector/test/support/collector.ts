@@ -43,7 +43,13 @@ export function inProcessCollectors(prefix = 'vd-collector-'): Collectors {
   afterEach(async () => {
     // Every collector is stopped and the folder removed even if one stop fails.
     const stops = [];
-    for (const c of running.splice(0)) stops.push(await c.stop().then(() => null, (err: unknown) => err));
+    for (const c of running.splice(0))
+      stops.push(
+        await c.stop().then(
+          () => null,
+          (err: unknown) => err,
+        ),
+      );
     fs.rmSync(dir, { recursive: true, force: true });
     const failed = stops.find((err) => err !== null);
     if (failed !== undefined) throw failed;

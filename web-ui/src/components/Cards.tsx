@@ -59,7 +59,13 @@ export function TargetCard({ detail, now }: { detail: SandboxDetail; now: number
           {detail.threads.length > 1 && (
             <div className="mini-chart">
               <div className="muted small">threads over time</div>
-              <TimeSeriesChart series={[{ label: 'threads', color: '#7c3aed', fill: true }]} data={threads} height={100} testId="threads-chart" legend={false} />
+              <TimeSeriesChart
+                series={[{ label: 'threads', color: '#7c3aed', fill: true }]}
+                data={threads}
+                height={100}
+                testId="threads-chart"
+                legend={false}
+              />
             </div>
           )}
         </>
@@ -91,7 +97,9 @@ export function ListenerCard({ detail, now }: { detail: SandboxDetail; now: numb
           </Field>
           <Field label="owner pid" testId="listener-pid">
             {l.pid ?? '—'}
-            {l.pid !== undefined && detail.target && l.pid !== detail.target.pid ? <span className="bad"> (not the target, pid {detail.target.pid})</span> : null}
+            {l.pid !== undefined && detail.target && l.pid !== detail.target.pid ? (
+              <span className="bad"> (not the target, pid {detail.target.pid})</span>
+            ) : null}
           </Field>
           <Field label="accept queue" testId="accept-queue">
             {l.acceptQueue === undefined ? (

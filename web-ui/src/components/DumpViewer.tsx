@@ -3,16 +3,7 @@
 // from /raw).
 
 import { memo, useEffect, useState, type MouseEvent } from 'react';
-import {
-  ApiError,
-  Unauthorized,
-  downloadWithToken,
-  getJson,
-  getToken,
-  sandboxPath,
-  type DumpDiff,
-  type DumpFull,
-} from '../api';
+import { ApiError, Unauthorized, downloadWithToken, getJson, getToken, sandboxPath, type DumpDiff, type DumpFull } from '../api';
 import { clock, fmtBytes } from '../format';
 import { useAuthEpoch } from '../hooks';
 import { CreatorTable, GoroutineTable, ThreadTable } from './GroupTables';
@@ -113,7 +104,8 @@ function ParseNotes({ dump }: { dump: DumpFull }) {
     <>
       {dump.unparsed ? (
         <p className="note warn small" data-testid="dump-unparsed" data-count={dump.unparsed}>
-          {dump.unparsed} goroutine header{dump.unparsed === 1 ? ' was' : 's were'} not understood: kept with state “?” and their frames (line
+          {dump.unparsed} goroutine header{dump.unparsed === 1 ? ' was' : 's were'} not understood: kept with state “?” and their frames
+          (line
           {lines.length === 1 ? '' : 's'} {lines.join(', ')}
           {dump.unparsed > lines.length ? ', …' : ''}; see the raw text).
         </p>
@@ -143,6 +135,7 @@ function GoroutineGroups({ dump, groups }: { dump: DumpFull; groups: NonNullable
             : 'One row per go statement, whatever stacks and states its goroutines were caught in.'}
         </p>
         {creators && (
+          // biome-ignore lint/a11y/useSemanticElements: a segmented control; a fieldset would bring a border and a legend
           <span className="seg" role="group" aria-label="group goroutines">
             <button type="button" aria-pressed={view === 'stack'} onClick={() => setView('stack')} data-testid="view-by-stack">
               By stack
@@ -196,11 +189,19 @@ function DiffBody({ d }: { d: DumpDiff }) {
   return (
     <>
       <p data-testid="diff-summary">
-        Since dump #{d.older}: <b className={d.stuckCount ? 'bad' : ''}>{d.stuckCount} {what} did not move</b>, {d.moved} moved,{' '}
-        {d.gone} gone, {d.appeared} appeared{d.kind === 'goroutines' && !d.complete ? ' (counts cover listed members only)' : ''}.
+        Since dump #{d.older}:{' '}
+        <b className={d.stuckCount ? 'bad' : ''}>
+          {d.stuckCount} {what} did not move
+        </b>
+        , {d.moved} moved, {d.gone} gone, {d.appeared} appeared
+        {d.kind === 'goroutines' && !d.complete ? ' (counts cover listed members only)' : ''}.
       </p>
       {d.stuck.length > 0 ? (
-        d.kind === 'threads' ? <ThreadTable groups={d.stuck} testId="diff-stuck" /> : <GoroutineTable groups={d.stuck} testId="diff-stuck" />
+        d.kind === 'threads' ? (
+          <ThreadTable groups={d.stuck} testId="diff-stuck" />
+        ) : (
+          <GoroutineTable groups={d.stuck} testId="diff-stuck" />
+        )
       ) : null}
     </>
   );

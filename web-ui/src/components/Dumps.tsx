@@ -2,7 +2,18 @@
 // dump asks first and says envd will be restarted), the list, and the selected dump.
 
 import { memo, useEffect, useRef, useState } from 'react';
-import { ApiError, DUMP_MODES, DUMP_MODE_INFO, Unauthorized, getJson, postJson, sandboxPath, type DumpBrief, type DumpMode, type SandboxDetail } from '../api';
+import {
+  ApiError,
+  DUMP_MODES,
+  DUMP_MODE_INFO,
+  Unauthorized,
+  getJson,
+  postJson,
+  sandboxPath,
+  type DumpBrief,
+  type DumpMode,
+  type SandboxDetail,
+} from '../api';
 import { clock, fmtMs } from '../format';
 import { useAuthEpoch, useNow } from '../hooks';
 import { DumpViewer } from './DumpViewer';
@@ -98,28 +109,42 @@ export const Dumps = memo(function Dumps({ detail }: { detail: SandboxDetail }) 
         </label>
         {mode === 'goroutines' && (
           <label className={`destructive ${destructive ? 'on' : ''}`}>
-            <input type="checkbox" checked={destructive} onChange={(e) => setDestructive(e.target.checked)} data-testid="dump-destructive" disabled={!!busy} />{' '}
+            <input
+              type="checkbox"
+              checked={destructive}
+              onChange={(e) => setDestructive(e.target.checked)}
+              data-testid="dump-destructive"
+              disabled={!!busy}
+            />{' '}
             destructive (SIGQUIT)
           </label>
         )}
-        <button type="button" className={`primary ${mode === 'goroutines' && destructive ? 'danger' : ''}`} onClick={onCapture} disabled={!!busy} data-testid="capture-dump">
+        <button
+          type="button"
+          className={`primary ${mode === 'goroutines' && destructive ? 'danger' : ''}`}
+          onClick={onCapture}
+          disabled={!!busy}
+          data-testid="capture-dump"
+        >
           {busy ? 'Capturing…' : 'Capture dump'}
         </button>
         <span className="muted small">
           {DUMP_MODE_INFO[mode].meaning}
-          {mode === 'goroutines' && destructive ? '; with SIGQUIT the Go runtime prints every goroutine and envd exits (its supervisor restarts it)' : ''}.
+          {mode === 'goroutines' && destructive
+            ? '; with SIGQUIT the Go runtime prints every goroutine and envd exits (its supervisor restarts it)'
+            : ''}
+          .
         </span>
       </div>
       {confirming && (
         <div className="confirm" role="alertdialog" aria-labelledby="confirm-title" data-testid="confirm-destructive">
           <p id="confirm-title">
-            <b>
-              This kills envd{target ? ` (${targetName === 'envd' ? '' : `${targetName}, `}pid ${target.pid})` : ''}.
-            </b>{' '}
-            A destructive goroutine dump sends it SIGQUIT: the Go runtime prints every goroutine and exits, and envd is then restarted by its
-            supervisor. Open connections to it drop while it boots again. Take the dump?
+            <b>This kills envd{target ? ` (${targetName === 'envd' ? '' : `${targetName}, `}pid ${target.pid})` : ''}.</b> A destructive
+            goroutine dump sends it SIGQUIT: the Go runtime prints every goroutine and exits, and envd is then restarted by its supervisor.
+            Open connections to it drop while it boots again. Take the dump?
           </p>
           <div className="modal-actions">
+            {/* biome-ignore lint/a11y/noAutofocus: an alertdialog moves focus into itself */}
             <button type="button" className="danger" onClick={() => void capture()} data-testid="confirm-destructive-ok" autoFocus>
               Kill envd and take the dump
             </button>
@@ -162,7 +187,11 @@ export const Dumps = memo(function Dumps({ detail }: { detail: SandboxDetail }) 
                 <span className="muted small">
                   {clock(d.createdAt)} · {d.trigger} · {d.source}
                 </span>
-                {d.error ? <span className="tag tag-bad">failed</span> : !d.complete ? <span className="tag tag-warn">incomplete</span> : null}
+                {d.error ? (
+                  <span className="tag tag-bad">failed</span>
+                ) : !d.complete ? (
+                  <span className="tag tag-warn">incomplete</span>
+                ) : null}
                 {d.top && (
                   <span className="dump-top mono small" data-testid="dump-top">
                     {d.top.count}× {d.top.blockedIn}

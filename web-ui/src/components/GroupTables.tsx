@@ -62,11 +62,19 @@ function StateTags({ g }: { g: Pick<GoroutineGroup, 'leaked' | 'durable' | 'unpa
     <>
       {g.lockedToThread ? <span className="tag">locked</span> : null}
       {g.leaked ? (
-        <span className="tag tag-bad" data-testid="flag-leaked" title="the goroutine leak profile found it blocked on something unreachable">
+        <span
+          className="tag tag-bad"
+          data-testid="flag-leaked"
+          title="the goroutine leak profile found it blocked on something unreachable"
+        >
           leaked
         </span>
       ) : null}
-      {g.durable ? <span className="tag" title="durably blocked in a synctest bubble">durable</span> : null}
+      {g.durable ? (
+        <span className="tag" title="durably blocked in a synctest bubble">
+          durable
+        </span>
+      ) : null}
       {g.unparsed ? (
         <span className="tag tag-warn" data-testid="flag-unparsed" title="the header was not understood; see the raw text">
           header not understood
@@ -78,12 +86,17 @@ function StateTags({ g }: { g: Pick<GoroutineGroup, 'leaked' | 'durable' | 'unpa
 
 function Toggle({ open, onClick, label }: { open: boolean; onClick: () => void; label: string }) {
   return (
-    <button type="button" className="linklike expand" aria-expanded={open}
+    <button
+      type="button"
+      className="linklike expand"
+      aria-expanded={open}
       onClick={(e) => {
         e.stopPropagation();
         onClick();
       }}
-      data-testid="expand-stack" title={label}>
+      data-testid="expand-stack"
+      title={label}
+    >
       {open ? '▾' : '▸'}
     </button>
   );
@@ -242,7 +255,11 @@ export function CreatorTable({ groups }: { groups: CreatorGroup[] }) {
                   ) : (
                     <span className="muted">no creator (the main goroutine)</span>
                   )}
-                  {c.unparsed ? <span className="tag tag-warn">{c.unparsed} header{c.unparsed === 1 ? '' : 's'} not understood</span> : null}
+                  {c.unparsed ? (
+                    <span className="tag tag-warn">
+                      {c.unparsed} header{c.unparsed === 1 ? '' : 's'} not understood
+                    </span>
+                  ) : null}
                 </td>
                 <td className="small" data-testid="creator-states">
                   {c.states.map((s, j) => (

@@ -25,7 +25,14 @@ export const LogTail = memo(function LogTail({ events, loaded }: { events: Sandb
       const stream = typeof e.data.stream === 'string' ? e.data.stream : '';
       const batch = Array.isArray(e.data.lines) ? (e.data.lines as unknown[]) : [];
       const dropped = typeof e.data.dropped === 'number' && e.data.dropped > 0 ? e.data.dropped : 0;
-      if (dropped) out.push({ key: `${e.id}-d`, text: `… ${dropped} line${dropped === 1 ? '' : 's'} dropped by the probe`, stream: 'note', at: e.at, dropped });
+      if (dropped)
+        out.push({
+          key: `${e.id}-d`,
+          text: `… ${dropped} line${dropped === 1 ? '' : 's'} dropped by the probe`,
+          stream: 'note',
+          at: e.at,
+          dropped,
+        });
       for (let j = batch.length - 1; j >= 0 && out.length < TAIL; j--) {
         out.push({ key: `${e.id}-${j}`, text: String(batch[j]), stream, at: e.at });
       }

@@ -22,7 +22,15 @@ function topOf(data: Record<string, unknown>): RemoteCount | null | undefined {
 }
 
 /** Memoised: the page re-renders every second for its clocks; this only when its data changes. */
-export const SocketsChart = memo(function SocketsChart({ detail, events, loaded }: { detail: SandboxDetail; events: SandboxEvent[]; loaded: boolean }) {
+export const SocketsChart = memo(function SocketsChart({
+  detail,
+  events,
+  loaded,
+}: {
+  detail: SandboxDetail;
+  events: SandboxEvent[];
+  loaded: boolean;
+}) {
   const { data, peakTop } = useMemo(() => {
     const rows = events
       .map((e) => ({ t: Date.parse(e.at) / 1000, d: e.data }))

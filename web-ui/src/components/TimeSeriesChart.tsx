@@ -43,6 +43,7 @@ export function TimeSeriesChart({
   legend?: boolean;
 }) {
   const key = JSON.stringify(series) + height + (yLabel ?? '') + legend;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: key stands for every input, compared by value
   const options = useMemo<Omit<uPlot.Options, 'width'>>(
     () => ({
       height,

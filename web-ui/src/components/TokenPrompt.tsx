@@ -24,6 +24,7 @@ export function TokenPrompt() {
         </p>
         <input
           type="password"
+          // biome-ignore lint/a11y/noAutofocus: the prompt covers the page and this is its one field
           autoFocus
           autoComplete="off"
           placeholder="token"

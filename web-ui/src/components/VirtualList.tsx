@@ -63,6 +63,7 @@ export function VirtualList<T>({
     );
   }
   return (
+    // biome-ignore lint/a11y/useSemanticElements: rows are absolutely positioned divs that a ul/li's list styling would fight
     <div ref={ref} className={`vlist ${className ?? ''}`} style={{ height }} onScroll={onScroll} data-testid={testId} role="list">
       <div className="vlist-inner" style={{ height: total }}>
         {rows}

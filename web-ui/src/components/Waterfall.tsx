@@ -4,7 +4,15 @@
 // stuck / ready / exited. Plain HTML bars: this is a timeline, not a time series.
 
 import { useMemo } from 'react';
-import { ENDED_STATES, OUTCOME_STATES, STARTING_UP_STATES, isSandboxState, type PhaseRecord, type SandboxDetail, type SandboxEvent } from '../api';
+import {
+  ENDED_STATES,
+  OUTCOME_STATES,
+  STARTING_UP_STATES,
+  isSandboxState,
+  type PhaseRecord,
+  type SandboxDetail,
+  type SandboxEvent,
+} from '../api';
 import { clock, fmtMs } from '../format';
 import type { SandboxEvents } from '../sandboxFeed';
 
@@ -78,7 +86,10 @@ export function Waterfall({ detail, events, now }: { detail: SandboxDetail; even
   return (
     <section className="panel" data-testid="waterfall">
       <h2>
-        Boot waterfall <span className="muted small">from {clock(origin)}, {fmtMs(span)} shown</span>
+        Boot waterfall{' '}
+        <span className="muted small">
+          from {clock(origin)}, {fmtMs(span)} shown
+        </span>
       </h2>
       <div className="wf">
         <div className="wf-row wf-axis">
@@ -208,9 +219,7 @@ function build(detail: SandboxDetail, events: SandboxEvents, now: number) {
   for (const m of markers) if (m.cls === 'm-stuck' && m.t > end && m.t <= now) end = m.t;
   if (end <= origin) end = origin + 1;
   const pad = (end - origin) * 0.04;
-  const visible = markers
-    .filter((m) => m.t >= origin - pad && m.t <= end + pad)
-    .sort((a, b) => a.t - b.t);
+  const visible = markers.filter((m) => m.t >= origin - pad && m.t <= end + pad).sort((a, b) => a.t - b.t);
   end += pad;
   const span = end - origin;
 

@@ -209,7 +209,12 @@ export class Printer {
       const name = printedFuncName(s.name);
       if (s.inlined) return { inlined: true, text: utf8(`${name}(...)\n\t${s.file}:${s.line}\n`) };
       const offset = info.pc > f.entry ? ` +${hex(info.pc - f.entry)}` : '';
-      return { inlined: false, head: utf8(`${name}(`), mid: utf8(`)\n\t${s.file}:${s.line}${offset} fp=`), tail: utf8(` pc=${hex(info.pc)}\n`) };
+      return {
+        inlined: false,
+        head: utf8(`${name}(`),
+        mid: utf8(`)\n\t${s.file}:${s.line}${offset} fp=`),
+        tail: utf8(` pc=${hex(info.pc)}\n`),
+      };
     });
     // Go 1.21+ looks up argument liveness at the call; 1.20 and older at the pc left after
     // walking out of the inlined calls (gentraceback reused its tracepc).

@@ -156,7 +156,10 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
     if (!buffers.pclntab || bin.pclntab.data.buffer !== buffers.pclntab.buffer) buffers.pclntab = bin.pclntab.data;
     const layout = layoutFor(bin.version.minor, bin.version.text);
     const loc: AllgsLocation | null = decodeAllgs(bin) ?? scanAllgs(bin, mem, layout);
-    if (!loc) throw new Error(`${bin.version.text}: runtime.allgs not found (forEachGRace did not decode and no slice of g's was found in the data)`);
+    if (!loc)
+      throw new Error(
+        `${bin.version.text}: runtime.allgs not found (forEachGRace did not decode and no slice of g's was found in the data)`,
+      );
     const r = new Reading(bin, mem, layout, opts, buffers);
     r.notes.push(describeAllgs(loc));
     let pausedMs = 0;
@@ -258,7 +261,18 @@ class Reading {
   private readonly printer: Printer;
   private readonly stack: StackReader;
   private readonly walk = new Walk();
-  private readonly rec: GoroutineRecord = { addr: 0, goid: 0, status: 0, waitreason: 0, waitsince: 0, m: 0, mId: null, lockedm: 0, gopc: 0, parentGoid: 0 };
+  private readonly rec: GoroutineRecord = {
+    addr: 0,
+    goid: 0,
+    status: 0,
+    waitreason: 0,
+    waitsince: 0,
+    m: 0,
+    mId: null,
+    lockedm: 0,
+    gopc: 0,
+    parentGoid: 0,
+  };
   private readonly start: WalkStart = { pc: 0, sp: 0, lr: 0 };
   private readonly mIds = new Map<number, number | null>();
   private readonly maxGoroutines: number;
@@ -294,7 +308,8 @@ class Reading {
   private allgs(loc: AllgsLocation): Buffer {
     const n = u64(this.mem.read(loc.lenAddr, 8), 0);
     const ptr = u64(this.mem.read(loc.ptrAddr, 8), 0);
-    if (n > 50_000_000 || (n > 0 && ptr === 0)) throw new Error(`allgs looks wrong: length ${n}, array ${hex(ptr)} (${describeAllgs(loc)})`);
+    if (n > 50_000_000 || (n > 0 && ptr === 0))
+      throw new Error(`allgs looks wrong: length ${n}, array ${hex(ptr)} (${describeAllgs(loc)})`);
     this.n = n;
     return n > 0 ? this.mem.read(ptr, 8 * n) : Buffer.alloc(0);
   }
@@ -531,7 +546,9 @@ class Reading {
     if (this.unsettled > 0) this.notes.push(`${this.unsettled} goroutine(s) kept running while read; their stacks may be inconsistent`);
     if (this.walkErrors > 5) this.notes.push(`${this.walkErrors - 5} more goroutine(s) whose walk stopped early`);
     if (this.onThread > 0) {
-      this.notes.push(`${this.onThread} goroutine(s) running on a thread: their registers are not readable from outside, so no stack (as Go prints for other threads)`);
+      this.notes.push(
+        `${this.onThread} goroutine(s) running on a thread: their registers are not readable from outside, so no stack (as Go prints for other threads)`,
+      );
     }
   }
 }

@@ -156,4 +156,15 @@ export const G_STATUS = {
 } as const;
 
 /** gStatusStrings. */
-export const G_STATUS_STRINGS: readonly string[] = ['idle', 'runnable', 'running', 'syscall', 'waiting', '???', 'dead', '???', 'copystack', 'preempted'];
+export const G_STATUS_STRINGS: readonly string[] = [
+  'idle',
+  'runnable',
+  'running',
+  'syscall',
+  'waiting',
+  '???',
+  'dead',
+  '???',
+  'copystack',
+  'preempted',
+];

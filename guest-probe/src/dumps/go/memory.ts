@@ -25,7 +25,7 @@ export class UnreadableAddressError extends Error {
 }
 
 export const PTRACE_HINT =
-  'reading another process\'s memory needs ptrace-attach rights: run as root with CAP_SYS_PTRACE, and kernel.yama.ptrace_scope below 3 (sysctl kernel.yama.ptrace_scope)';
+  "reading another process's memory needs ptrace-attach rights: run as root with CAP_SYS_PTRACE, and kernel.yama.ptrace_scope below 3 (sysctl kernel.yama.ptrace_scope)";
 
 export class ProcessMemory implements AddressSpace {
   private fd: number;
@@ -134,7 +134,7 @@ export function loadBias(pid: number, elf: ElfFile, procRoot = '/proc'): number 
   for (const line of maps.split('\n')) {
     // start-end perms offset dev inode path
     const m = /^([0-9a-f]+)-[0-9a-f]+ \S+ ([0-9a-f]+) \S+ \d+\s+(.*)$/.exec(line);
-    if (!m || m[3] !== exe.replace(/ \(deleted\)$/, '') && m[3] !== exe) continue;
+    if (!m || (m[3] !== exe.replace(/ \(deleted\)$/, '') && m[3] !== exe)) continue;
     if (parseInt(m[2] ?? '1', 16) !== 0) continue;
     return parseInt(m[1] ?? '0', 16) - base;
   }

@@ -41,5 +41,7 @@ export function findModuleData(elf: ElfFile, space: AddressSpace, bias: number, 
       return { addr: s.addr + bias + p, text, etext: u64(d, p + TEXT_OFF + 8), gofunc };
     }
   }
-  throw new Error(`${elf.path}: runtime.firstmoduledata not found (no pointer to the pclntab at ${hex(want)} followed by the text address)`);
+  throw new Error(
+    `${elf.path}: runtime.firstmoduledata not found (no pointer to the pclntab at ${hex(want)} followed by the text address)`,
+  );
 }

@@ -52,7 +52,10 @@ export class PclntabError extends Error {}
 
 const MAGIC_118 = 0xfffffff0;
 const MAGIC_120 = 0xfffffff1;
-const OLD_MAGICS: Record<number, string> = { 0xfffffffb: 'Go 1.2–1.15', 0xfffffffa: 'Go 1.16–1.17' };
+const OLD_MAGICS: ReadonlyMap<number, string> = new Map([
+  [0xfffffffb, 'Go 1.2–1.15'],
+  [0xfffffffa, 'Go 1.16–1.17'],
+]);
 
 export class Pclntab {
   readonly data: Buffer;
@@ -84,7 +87,7 @@ export class Pclntab {
     if (magic === MAGIC_118) this.format = '1.18';
     else if (magic === MAGIC_120) this.format = '1.20';
     else {
-      const old = OLD_MAGICS[magic];
+      const old = OLD_MAGICS.get(magic);
       throw new PclntabError(
         old
           ? `.gopclntab is in the ${old} format; only Go 1.18 and later are read`
@@ -174,7 +177,8 @@ export class Pclntab {
     for (let i = 0; i < this.nfunc; i++) {
       const off = d.readUInt32LE(this.pclntable + 8 * i + 4);
       const start = this.funcnametab + d.readInt32LE(this.pclntable + off + 4);
-      if (d[start] === want[0] && start + want.length <= d.length && d.compare(want, 0, want.length, start, start + want.length) === 0) return this.func(i);
+      if (d[start] === want[0] && start + want.length <= d.length && d.compare(want, 0, want.length, start, start + want.length) === 0)
+        return this.func(i);
     }
     return undefined;
   }

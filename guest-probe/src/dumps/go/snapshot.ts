@@ -113,7 +113,8 @@ export function sameSchedule(l: GLayout, a: Buffer, ao: number, b: Buffer, bo: n
   let offs = scheduleFields.get(l);
   if (!offs) scheduleFields.set(l, (offs = [l.stackLo, l.stackHi, l.schedSp, l.schedPc, l.syscallsp, l.syscallpc]));
   for (const off of offs) {
-    if (a.readUInt32LE(ao + off) !== b.readUInt32LE(bo + off) || a.readUInt32LE(ao + off + 4) !== b.readUInt32LE(bo + off + 4)) return false;
+    if (a.readUInt32LE(ao + off) !== b.readUInt32LE(bo + off) || a.readUInt32LE(ao + off + 4) !== b.readUInt32LE(bo + off + 4))
+      return false;
   }
   return a.readUInt32LE(ao + l.atomicstatus) === b.readUInt32LE(bo + l.atomicstatus);
 }

@@ -6,6 +6,7 @@
 // A patch release may append (go1.23.12 has "GC weak to strong wait", go1.23.1 does not):
 // a table is the longest one seen for its minor version; earlier indices never move.
 
+// biome-ignore format: tables in the runtime's order, several entries a line to compare versions by eye
 export const WAIT_REASONS: Readonly<Record<number, readonly string[]>> = {
   // Go 1.19 source (runtime2.go, Debian golang-1.19-src); fake envd built here with go1.19.8
   19: [

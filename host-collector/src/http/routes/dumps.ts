@@ -31,8 +31,10 @@ export async function dumpRoutes(
     const sb = sandbox((req.params as { id: string }).id);
     const body = (req.body ?? {}) as { mode?: unknown; destructive?: unknown };
     const mode = (body.mode ?? 'threads') as DumpMode;
-    if (!(DUMP_MODES as readonly string[]).includes(mode)) throw new ApiError('BAD_REQUEST', `mode must be one of ${DUMP_MODES.join(', ')}`);
-    if (body.destructive !== undefined && typeof body.destructive !== 'boolean') throw new ApiError('BAD_REQUEST', 'destructive must be true or false');
+    if (!(DUMP_MODES as readonly string[]).includes(mode))
+      throw new ApiError('BAD_REQUEST', `mode must be one of ${DUMP_MODES.join(', ')}`);
+    if (body.destructive !== undefined && typeof body.destructive !== 'boolean')
+      throw new ApiError('BAD_REQUEST', 'destructive must be true or false');
     try {
       const d = await dumps.take(sb, { mode, destructive: body.destructive === true, trigger: 'api' });
       return reply.code(201).send(dumpBrief(d));
@@ -58,11 +60,13 @@ export async function dumpRoutes(
     const { id, dumpId } = req.params as { id: string; dumpId: string };
     sandbox(id);
     const d = dumpOf(id, dumpId);
-    return reply
-      .type('text/plain; charset=utf-8')
-      .header('content-disposition', `attachment; filename="${id}-dump-${d.id}-${d.mode}.txt"`)
-      // The bytes as the probe sent them.
-      .send(await dumpBytes(d));
+    return (
+      reply
+        .type('text/plain; charset=utf-8')
+        .header('content-disposition', `attachment; filename="${id}-dump-${d.id}-${d.mode}.txt"`)
+        // The bytes as the probe sent them.
+        .send(await dumpBytes(d))
+    );
   });
 
   app.get('/v1/sandboxes/:id/dumps/:dumpId/diff', async (req) => {
