@@ -99,6 +99,13 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
     await p.screenshot({ path: path.join(SHOTS, 'sandbox-by-creator.png'), fullPage: true });
     await viewer.locator('[data-testid="view-by-stack"]').click();
     await viewer.locator('[data-testid="goroutine-groups"]').waitFor({ timeout: 10_000 });
+    // The destructive dump asks first, with the focus on Cancel: Enter must not kill envd.
+    await p.locator('[data-testid="dump-destructive"]').check();
+    await p.locator('[data-testid="capture-dump"]').click();
+    await p.locator('[data-testid="confirm-destructive"]').waitFor({ timeout: 10_000 });
+    expect(await p.evaluate(() => document.activeElement?.getAttribute('data-testid'))).toBe('confirm-destructive-cancel');
+    await p.keyboard.press('Enter');
+    expect(await p.locator('[data-testid="confirm-destructive"]').count()).toBe(0);
     await p.close();
   });
 

@@ -144,11 +144,11 @@ export const Dumps = memo(function Dumps({ detail }: { detail: SandboxDetail }) 
             Open connections to it drop while it boots again. Take the dump?
           </p>
           <div className="modal-actions">
-            {/* biome-ignore lint/a11y/noAutofocus: an alertdialog moves focus into itself */}
-            <button type="button" className="danger" onClick={() => void capture()} data-testid="confirm-destructive-ok" autoFocus>
+            <button type="button" className="danger" onClick={() => void capture()} data-testid="confirm-destructive-ok">
               Kill envd and take the dump
             </button>
-            <button type="button" onClick={() => setConfirming(false)} data-testid="confirm-destructive-cancel">
+            {/* biome-ignore lint/a11y/noAutofocus: an alertdialog moves focus into itself, onto the safe choice: Enter must not kill envd */}
+            <button type="button" onClick={() => setConfirming(false)} data-testid="confirm-destructive-cancel" autoFocus>
               Cancel
             </button>
           </div>
