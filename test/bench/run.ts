@@ -8,7 +8,8 @@ import path from 'node:path';
 import { DEFAULTS } from '@vsockdiag/proto';
 import { ROOT } from '../harness/collector.js';
 import { STALL_MS, measureVerdicts } from './verdicts.js';
-import { measureDumps } from './dumps.js';
+import { dumpSection, measureDumps } from './dumps.js';
+import { measureGoDump } from './go-dump.js';
 import { fleetSection, measureFleetBench } from './fleet.js';
 import { CENSUS_EVERY_MS } from '../../guest-probe/src/sockets.js';
 import { LOAD, measureProbeMicro, startProbeCost, type CpuFigure } from './probe-cost.js';
@@ -18,6 +19,8 @@ const BOOTS = Number(process.env.VSOCKDIAG_BENCH_BOOTS ?? 50);
 const CPU_WINDOW_S = Math.min(120, Math.max(10, Number(process.env.VSOCKDIAG_BENCH_CPU_S ?? 60)));
 /** How long the probes run before their memory is read (the issue's 10 minutes); 60–1200 s. */
 const SOAK_S = Math.min(1200, Math.max(60, Number(process.env.VSOCKDIAG_BENCH_SOAK_S ?? 600)));
+/** Memory-read dumps (and pause-mode reads) of the 10,000-goroutine fake envd. */
+const GO_DUMP_RUNS = 10;
 const progress = (msg: string) => process.stderr.write(`bench: ${msg}\n`);
 
 const machine = {
@@ -36,14 +39,16 @@ const micro = await measureProbeMicro(progress);
 // Two loaded sandboxes: the probes' CPU over a quiet window now; they keep running through
 // the rest of the run, and their memory is read once they have run SOAK_S seconds.
 const probeCost = await startProbeCost(CPU_WINDOW_S, progress);
-const { verdicts, dumps, fleet, soak } = await (async () => {
+const { verdicts, dumps, goDump, fleet, soak } = await (async () => {
   try {
     const verdicts = await measureVerdicts(BOOTS, 5, progress);
     const dumps = await measureDumps(Number(process.env.VSOCKDIAG_BENCH_DUMPS ?? 100), 5, progress);
+    // The same 10,000 goroutines read from the target's memory instead (go-dump.ts).
+    const goDump = await measureGoDump(GO_DUMP_RUNS, GO_DUMP_RUNS, progress);
     // Probe start-up, the collector under 1,000 / 2,000 sessions, one session's ingest, the
     // readiness API at 500/s, automatic dumps; profiles what misses its target (fleet.ts).
     const fleet = await measureFleetBench(progress);
-    return { verdicts, dumps, fleet, soak: await probeCost.soak(SOAK_S, progress) };
+    return { verdicts, dumps, goDump, fleet, soak: await probeCost.soak(SOAK_S, progress) };
   } finally {
     await probeCost.stop();
   }
@@ -79,13 +84,13 @@ five at a time, against one collector with \`--stall-after ${STALL_MS}ms\`.
 - stuck lag is the \`stuck\` state change minus (last phase marker + stall threshold): how late
   the stall timer's verdict lands.
 ${probeSection()}
-${dumpSection()}
+${dumpSection(dumps, goDump)}
 ${fleetSection(fleet)}
 ${fs.readFileSync(path.join(ROOT, 'test/bench/FINDINGS.md'), 'utf8')}`;
 fs.writeFileSync(path.join(ROOT, 'BENCHMARKS.md'), md);
 fs.writeFileSync(
   path.join(ROOT, 'BENCHMARKS.json'),
-  `${JSON.stringify({ machine, stallMs: STALL_MS, ...verdicts, probe: { micro, cpu, soak }, dumps, fleet }, null, 2)}\n`,
+  `${JSON.stringify({ machine, stallMs: STALL_MS, ...verdicts, probe: { micro, cpu, soak }, dumps, goDump, fleet }, null, 2)}\n`,
 );
 process.stdout.write(md);
 
@@ -189,23 +194,5 @@ second. The census every ${CENSUS_EVERY_MS / 1000} s alone, at its median above,
 Per-tick \`/proc/*\` scan at steady state: **${cpu.steadyScansProcPerTick ? 'yes' : 'no'}**: ${n(cpu.steadyReadsPerTick, 1)} read syscalls per 1 s tick, everything the probe
 read (the target's stat, sockstat, /dev/kmsg, the link, ...), against ${cpu.steadyNamespaceProcesses} processes in the sandbox that a scan would read
 at least once each.
-`;
-}
-
-/** Dumps end to end through the API (dumps.ts). */
-function dumpSection(): string {
-  const row = (name: string, s: { n: number; p50: number; p99: number; max: number }, base: string, target: string) =>
-    `| ${name} | ${s.n} | ${f(s.p50)} | ${f(s.p99)} | ${f(s.max)} | ${base} | ${target} |`;
-  return `
-## Dumps
-
-| figure | runs | p50 ms | p99 ms | max ms | baseline in the same run | target |
-|---|---|---|---|---|---|---|
-${row('threads dump round trip (POST → stored → 201)', dumps.threads, `GET /healthz p50 ${f(dumps.healthz.p50)} ms: ${(dumps.threads.p50 / dumps.healthz.p50).toFixed(0)}×`, '≤ 50 ms p50')}
-${row(`${dumps.goroutines.toLocaleString('en-US')}-goroutine Go dump (pprof, ${(dumps.bytes / 2 ** 20).toFixed(1)} MiB) end to end`, dumps.bigGoroutines, '—', '≤ 2 s')}
-
-How: one simulated sandbox whose fake envd hangs in start-up with ${dumps.goroutines.toLocaleString('en-US')} parked goroutines and a pprof
-endpoint; each request goes API → collector → probe session → /proc (threads) or pprof (goroutines) →
-256 KiB chunks → parse and group → SQLite → 201.
 `;
 }
