@@ -9,6 +9,7 @@ import { afterEach, expect, it } from 'vitest';
 import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
 import { startSandbox, type Sandbox } from '../harness/sandbox.js';
+import { FAKE_ENVD_PHASES } from '../harness/fake-envd.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -48,20 +49,7 @@ it('a collector killed and restarted mid-boot loses and duplicates no event', as
   expect(events.filter((e) => e.kind === 'gap')).toHaveLength(0);
   // Every phase arrived once, in order, across the two sessions.
   const names = events.filter((e) => e.kind === 'phase' && e.data.name).map((e) => e.data.name);
-  expect(names).toEqual([
-    'run-dir',
-    'mmds-poller',
-    'logger',
-    'router',
-    'filesystem-rpc',
-    'cgroup-manager',
-    'workload-freezer',
-    'process-rpc',
-    'api',
-    'port-scanner',
-    'port-forwarder',
-    'listen',
-  ]);
+  expect(names).toEqual([...FAKE_ENVD_PHASES]);
   const detail = (await collector.api('GET', '/v1/sandboxes/slow')).body;
   expect(detail.generation).toBe(2);
   const gens = new Set(events.filter((e) => e.seq !== null).map((e) => e.generation));

@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cli, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../harness/sandbox.js';
+import { FAKE_ENVD_PHASES } from '../harness/fake-envd.js';
 
 let collector: CollectorProcess;
 let root: string;
@@ -49,20 +50,7 @@ describe('a sandbox through its life', () => {
     expect(d.readiness).toMatchObject({ reportsPhases: true, ready: true });
     // Every phase envd walked arrived, in order, and READY=1 last.
     const names = d.phases.filter((p: any) => p.name).map((p: any) => p.name);
-    expect(names).toEqual([
-      'run-dir',
-      'mmds-poller',
-      'logger',
-      'router',
-      'filesystem-rpc',
-      'cgroup-manager',
-      'workload-freezer',
-      'process-rpc',
-      'api',
-      'port-scanner',
-      'port-forwarder',
-      'listen',
-    ]);
+    expect(names).toEqual([...FAKE_ENVD_PHASES]);
     expect(d.phases.at(-1).ready).toBe(true);
     if (sb.isolated) expect(sb.expectPort).toBe(49983);
   });
