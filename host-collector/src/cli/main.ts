@@ -12,7 +12,7 @@ import { SETTLED_STATES, type SandboxState } from '../catalogue.js';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
-import { createLogger } from '../collector/logger.js';
+import { LOG_LEVELS, createLogger, logProcessWarnings } from '../collector/logger.js';
 import { DEFAULT_RETENTION } from '../collector/store.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
 import { analysisOf, type detail, type dumpBrief, type dumpDetail, type eventRecord } from '../http/present.js';
@@ -112,6 +112,7 @@ export function buildProgram(): Command {
     )
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
+    .addOption(new Option('--log-level <level>', 'least level logged (NDJSON on stderr)').choices(LOG_LEVELS).default('info'))
     .option('--uds-root <dir>', 'accept only udsPaths inside this folder (repeatable)', (v: string, all: string[] = []) => [...all, v])
     .option('--socket-group <group>', "give the vsock sockets this group, mode 0660 (a jailed Firecracker's group); default 0600", groupId)
     .option(
@@ -135,7 +136,8 @@ export function buildProgram(): Command {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
       const token: string | undefined = o.token ?? cmd.optsWithGlobals<{ token?: string }>().token;
-      const log = createLogger();
+      const log = createLogger(o.logLevel);
+      logProcessWarnings(log);
       const collector = new Collector(
         {
           http: o.http,
@@ -156,8 +158,15 @@ export function buildProgram(): Command {
         },
         log,
       );
-      const url = await collector.start();
-      process.stderr.write(`vsockdiag collector listening on ${url} (dashboard: ${url}/)\n`);
+      let url: string;
+      try {
+        url = await collector.start();
+      } catch (err) {
+        log.fatal({ err }, 'collector did not start');
+        process.exit(EXIT.error);
+      }
+      // For a person at a terminal; stderr carries log records only ("collector ready").
+      process.stdout.write(`vsockdiag collector listening on ${url} (dashboard: ${url}/)\n`);
       let stopping = false;
       const stop = async () => {
         if (stopping) return;
