@@ -177,8 +177,6 @@ export function buildProgram(): Command {
         log.fatal({ err }, 'collector did not start');
         process.exit(EXIT.error);
       }
-      // For a person at a terminal; stderr carries log records only ("collector ready").
-      process.stdout.write(`vsockdiag collector listening on ${url} (dashboard: ${url}/)\n`);
       let stopping = false;
       const stop = async () => {
         if (stopping) return;
@@ -188,6 +186,9 @@ export function buildProgram(): Command {
       };
       process.on('SIGINT', () => void stop());
       process.on('SIGTERM', () => void stop());
+      // For a person at a terminal; stderr carries log records only ("collector ready"). Last,
+      // so that whoever waits for it may stop the collector with a signal at once.
+      process.stdout.write(`vsockdiag collector listening on ${url} (dashboard: ${url}/)\n`);
     });
 
   program
