@@ -184,7 +184,7 @@ describe('deploy/host', () => {
     const job = fs.readFileSync(path.join(ROOT, 'deploy/host/nomad/vsockdiag.nomad.hcl'), 'utf8');
     expect(job).toMatch(/type\s+= "system"/);
     expect(job).toContain('"--discover", "/run/fc/*/v.sock"');
-    expect(job).toContain('"--token-file", "${NOMAD_SECRETS_DIR}/token"');
+    expect(job).toMatch(/"--token-file", "\$\{NOMAD_SECRETS_DIR\}\/token"/);
     const dir = path.join(root, 'hcl');
     fs.mkdirSync(dir);
     // terraform fmt reads only .tf files; -check fails on a syntax error or a layout it would change.
