@@ -19,6 +19,7 @@ import { analysisOf, type detail, type dumpBrief, type dumpDetail, type eventRec
 import { ClientError, CollectorClient } from './client.js';
 import { colorState, sinceText, table, type SandboxSummary } from './format.js';
 import { parseSize } from './size.js';
+import { VERSION } from '../version.js';
 
 // What the API answers, typed by the collector's own presenters (http/present.ts).
 type StatusBody = ReturnType<typeof detail>;
@@ -26,7 +27,6 @@ type DumpBody = ReturnType<typeof dumpBrief>;
 type TailEvent = ReturnType<typeof eventRecord>;
 
 export const EXIT = { ok: 0, error: 1, timeout: 2, notReady: 3 } as const;
-const VERSION = '0.1.0';
 const tty = process.stdout.isTTY === true;
 
 function dashboardDir(): string {
@@ -131,6 +131,8 @@ export function buildProgram(): Command {
         .argParser(parseSize)
         .default(DEFAULT_RETENTION.totalBytes, mib(DEFAULT_RETENTION.totalBytes)),
     )
+    // Integrations (README: Prometheus, OTLP, webhooks).
+    .option('--metrics-per-sandbox', 'also serve per-sandbox series in /metrics (state, conditions, probe connection)')
     .action(async (o, cmd: Command) => {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
@@ -153,6 +155,7 @@ export function buildProgram(): Command {
           ...(token ? { token } : {}),
           ...(o.udsRoot ? { udsRoots: o.udsRoot } : {}),
           ...(o.socketGroup !== undefined ? { socketGid: o.socketGroup } : {}),
+          ...(o.metricsPerSandbox ? { metricsPerSandbox: true } : {}),
         },
         log,
       );

@@ -4,6 +4,8 @@
 import type net from 'node:net';
 import { DEFAULTS, parseAddress } from '@vsockdiag/proto';
 import type { FastifyInstance } from 'fastify';
+import client from 'prom-client';
+import { FeedMetrics } from '../export/metrics.js';
 import { isLoopbackName } from '../http/guard.js';
 import { buildHttp } from '../http/server.js';
 import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
@@ -40,6 +42,8 @@ export interface CollectorOptions {
   /** Bounds on the event history (per sandbox, by count and bytes, and in total); the
    *  oldest events are pruned as new ones are committed. Defaults: DEFAULT_RETENTION. */
   retention?: Partial<Retention>;
+  /** Per-sandbox series in /metrics (--metrics-per-sandbox); off: fleet-wide series only. */
+  metricsPerSandbox?: boolean;
 }
 
 export const DEFAULT_COLLECTOR_OPTIONS = {
@@ -63,8 +67,11 @@ export class Collector {
   readonly registry: Registry;
   readonly http: FastifyInstance;
   readonly dumps: DumpService;
+  /** Every metric /metrics serves. */
+  readonly metrics = new client.Registry();
   private readonly analyzer: DumpAnalyzer;
   private discovery: Discovery | null = null;
+  private readonly feedMetrics: FeedMetrics;
 
   constructor(
     private readonly opts: CollectorOptions,
@@ -101,7 +108,9 @@ export class Collector {
       onStuck: opts.onStuck ?? 'threads',
       analyzer: this.analyzer,
     });
+    this.feedMetrics = new FeedMetrics(this.metrics, this.registry.feed);
     this.http = buildHttp({
+      metrics: { reg: this.metrics, perSandbox: opts.metricsPerSandbox === true },
       registry: this.registry,
       store: this.store,
       dumps: this.dumps,
@@ -132,6 +141,7 @@ export class Collector {
     this.discovery?.stop();
     await this.http.close();
     await this.registry.closeAll();
+    this.feedMetrics.close();
     await this.analyzer.close();
     this.store.close();
   }
