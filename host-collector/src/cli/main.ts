@@ -53,6 +53,18 @@ function groupId(v: string): number {
   return gid;
 }
 
+/** An http(s) URL (--webhook, --public-url). */
+function httpUrl(v: string): string {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new InvalidArgumentError(`not a URL: ${v}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InvalidArgumentError(`must be http:// or https://: ${v}`);
+  return v;
+}
+
 const mib = (bytes: number) => `${bytes / 1024 ** 2}MiB`;
 
 function client(cmd: Command): CollectorClient {
@@ -133,6 +145,13 @@ export function buildProgram(): Command {
     )
     // Integrations (README: Prometheus, OTLP, webhooks).
     .option('--metrics-per-sandbox', 'also serve per-sandbox series in /metrics (state, conditions, probe connection)')
+    .option(
+      '--webhook <url>',
+      'POST a JSON notice here on entering stuck, exited or silent (repeatable)',
+      (v: string, all: string[] = []) => [...all, httpUrl(v)],
+    )
+    .option('--webhook-secret-file <file>', 'sign webhooks with the key in this file (X-Vsockdiag-Signature-256)')
+    .option('--public-url <url>', 'the collector as others reach it, for links in webhooks (default: the listen URL)', httpUrl)
     .action(async (o, cmd: Command) => {
       // --token is also the client commands' option on the program: commander hands it to the
       // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
@@ -156,6 +175,10 @@ export function buildProgram(): Command {
           ...(o.udsRoot ? { udsRoots: o.udsRoot } : {}),
           ...(o.socketGroup !== undefined ? { socketGid: o.socketGroup } : {}),
           ...(o.metricsPerSandbox ? { metricsPerSandbox: true } : {}),
+          ...(o.webhook ? { webhooks: o.webhook } : {}),
+          // The key is the file's content, less a trailing newline an editor leaves.
+          ...(o.webhookSecretFile ? { webhookSecret: fs.readFileSync(o.webhookSecretFile, 'utf8').replace(/\r?\n$/, '') } : {}),
+          ...(o.publicUrl ? { publicUrl: o.publicUrl } : {}),
         },
         log,
       );

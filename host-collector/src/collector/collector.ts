@@ -6,6 +6,7 @@ import { DEFAULTS, parseAddress } from '@vsockdiag/proto';
 import type { FastifyInstance } from 'fastify';
 import client from 'prom-client';
 import { FeedMetrics } from '../export/metrics.js';
+import { Webhooks } from '../export/webhooks.js';
 import { isLoopbackName } from '../http/guard.js';
 import { buildHttp } from '../http/server.js';
 import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
@@ -44,6 +45,14 @@ export interface CollectorOptions {
   retention?: Partial<Retention>;
   /** Per-sandbox series in /metrics (--metrics-per-sandbox); off: fleet-wide series only. */
   metricsPerSandbox?: boolean;
+  /** Webhook receivers (--webhook), and the HMAC key they are signed with. */
+  webhooks?: string[];
+  webhookSecret?: string;
+  /** The collector's URL as others reach it, for the links in webhooks (--public-url);
+   *  default the URL it listens on. */
+  publicUrl?: string;
+  /** Tests shorten the webhooks' backoff and the stuck wait. */
+  exportTuning?: { webhookBackoffMs?: number; stuckWaitMs?: number };
 }
 
 export const DEFAULT_COLLECTOR_OPTIONS = {
@@ -72,6 +81,8 @@ export class Collector {
   private readonly analyzer: DumpAnalyzer;
   private discovery: Discovery | null = null;
   private readonly feedMetrics: FeedMetrics;
+  private readonly webhooks: Webhooks | null = null;
+  private url = '';
 
   constructor(
     private readonly opts: CollectorOptions,
@@ -109,6 +120,21 @@ export class Collector {
       analyzer: this.analyzer,
     });
     this.feedMetrics = new FeedMetrics(this.metrics, this.registry.feed);
+    const timing = opts.exportTuning ?? {};
+    if (opts.webhooks?.length) {
+      this.webhooks = new Webhooks(
+        {
+          urls: opts.webhooks,
+          baseUrl: () => opts.publicUrl ?? this.url,
+          ...(opts.webhookSecret !== undefined ? { secret: opts.webhookSecret } : {}),
+          ...(timing.webhookBackoffMs !== undefined ? { backoffMs: timing.webhookBackoffMs } : {}),
+          ...(timing.stuckWaitMs !== undefined ? { stuckDumpWaitMs: timing.stuckWaitMs } : {}),
+        },
+        this.registry.feed,
+        this.metrics,
+        log,
+      );
+    }
     this.http = buildHttp({
       metrics: { reg: this.metrics, perSandbox: opts.metricsPerSandbox === true },
       registry: this.registry,
@@ -133,6 +159,7 @@ export class Collector {
     await this.http.listen({ host, port });
     const addr = this.http.server.address() as net.AddressInfo;
     const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+    this.url = url;
     this.log.info({ url, sandboxes: this.registry.sandboxes.size }, 'collector ready');
     return url;
   }
@@ -140,6 +167,7 @@ export class Collector {
   async stop(): Promise<void> {
     this.discovery?.stop();
     await this.http.close();
+    this.webhooks?.close();
     await this.registry.closeAll();
     this.feedMetrics.close();
     await this.analyzer.close();
