@@ -53,7 +53,7 @@ function groupId(v: string): number {
   return gid;
 }
 
-/** An http(s) URL (--webhook, --public-url). */
+/** An http(s) URL (--otlp-endpoint, --webhook, --public-url). */
 function httpUrl(v: string): string {
   let u: URL;
   try {
@@ -145,6 +145,7 @@ export function buildProgram(): Command {
     )
     // Integrations (README: Prometheus, OTLP, webhooks).
     .option('--metrics-per-sandbox', 'also serve per-sandbox series in /metrics (state, conditions, probe connection)')
+    .option('--otlp-endpoint <url>', 'export traces and logs over OTLP/HTTP to this base URL (/v1/traces, /v1/logs)', httpUrl)
     .option(
       '--webhook <url>',
       'POST a JSON notice here on entering stuck, exited or silent (repeatable)',
@@ -175,6 +176,7 @@ export function buildProgram(): Command {
           ...(o.udsRoot ? { udsRoots: o.udsRoot } : {}),
           ...(o.socketGroup !== undefined ? { socketGid: o.socketGroup } : {}),
           ...(o.metricsPerSandbox ? { metricsPerSandbox: true } : {}),
+          ...(o.otlpEndpoint ? { otlpEndpoint: o.otlpEndpoint } : {}),
           ...(o.webhook ? { webhooks: o.webhook } : {}),
           // The key is the file's content, less a trailing newline an editor leaves.
           ...(o.webhookSecretFile ? { webhookSecret: fs.readFileSync(o.webhookSecretFile, 'utf8').replace(/\r?\n$/, '') } : {}),

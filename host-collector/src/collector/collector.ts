@@ -6,6 +6,7 @@ import { DEFAULTS, parseAddress } from '@vsockdiag/proto';
 import type { FastifyInstance } from 'fastify';
 import client from 'prom-client';
 import { FeedMetrics } from '../export/metrics.js';
+import { OtlpExport } from '../export/otlp.js';
 import { Webhooks } from '../export/webhooks.js';
 import { isLoopbackName } from '../http/guard.js';
 import { buildHttp } from '../http/server.js';
@@ -45,14 +46,17 @@ export interface CollectorOptions {
   retention?: Partial<Retention>;
   /** Per-sandbox series in /metrics (--metrics-per-sandbox); off: fleet-wide series only. */
   metricsPerSandbox?: boolean;
+  /** OTLP/HTTP base URL for traces and logs (--otlp-endpoint); none: no export. */
+  otlpEndpoint?: string;
   /** Webhook receivers (--webhook), and the HMAC key they are signed with. */
   webhooks?: string[];
   webhookSecret?: string;
   /** The collector's URL as others reach it, for the links in webhooks (--public-url);
    *  default the URL it listens on. */
   publicUrl?: string;
-  /** Tests shorten the webhooks' backoff and the stuck wait. */
-  exportTuning?: { webhookBackoffMs?: number; stuckWaitMs?: number };
+  /** Tests shorten the webhooks' backoff, the stuck wait and the OTLP flush interval, and
+   *  bound the OTLP queue lower. */
+  exportTuning?: { webhookBackoffMs?: number; stuckWaitMs?: number; otlpFlushMs?: number; otlpQueueBound?: number };
 }
 
 export const DEFAULT_COLLECTOR_OPTIONS = {
@@ -81,6 +85,7 @@ export class Collector {
   private readonly analyzer: DumpAnalyzer;
   private discovery: Discovery | null = null;
   private readonly feedMetrics: FeedMetrics;
+  private readonly otlp: OtlpExport | null = null;
   private readonly webhooks: Webhooks | null = null;
   private url = '';
 
@@ -121,6 +126,19 @@ export class Collector {
     });
     this.feedMetrics = new FeedMetrics(this.metrics, this.registry.feed);
     const timing = opts.exportTuning ?? {};
+    if (opts.otlpEndpoint) {
+      this.otlp = new OtlpExport(
+        {
+          endpoint: opts.otlpEndpoint,
+          ...(timing.otlpFlushMs !== undefined ? { flushIntervalMs: timing.otlpFlushMs } : {}),
+          ...(timing.stuckWaitMs !== undefined ? { stuckHoldMs: timing.stuckWaitMs } : {}),
+          ...(timing.otlpQueueBound !== undefined ? { queueBound: timing.otlpQueueBound } : {}),
+        },
+        this.registry.feed,
+        this.metrics,
+        log,
+      );
+    }
     if (opts.webhooks?.length) {
       this.webhooks = new Webhooks(
         {
@@ -169,6 +187,7 @@ export class Collector {
     await this.http.close();
     this.webhooks?.close();
     await this.registry.closeAll();
+    await this.otlp?.close();
     this.feedMetrics.close();
     await this.analyzer.close();
     this.store.close();
