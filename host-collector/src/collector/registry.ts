@@ -164,10 +164,12 @@ export class Registry extends EventEmitter<RegistryEvents> {
   private create(id: string, udsPath: string, source: 'api' | 'discover', generation: number): Sandbox {
     const sb = new Sandbox(id, udsPath, source, generation, this.store, this.settings, this.log);
     sb.on('state', (change) => {
-      this.emit('state', change);
       // After the batch that caused it: a sandbox decides on a batch before it hands the
-      // batch's rows on, and the feed tells what happened in the order it happened.
+      // batch's rows on, and the feed tells what happened in the order it happened. Queued
+      // before the listeners below run, so it also comes before what they publish in reply
+      // (the dump service's end of the automatic dumps, say).
       queueMicrotask(() => this.publishState(sb, change));
+      this.emit('state', change);
     });
     sb.on('recorded', (rows) => this.publishRows(sb, rows));
     this.sandboxes.set(id, sb);
