@@ -159,17 +159,13 @@ interface Boot {
   hold: NodeJS.Timeout | null;
 }
 
-const SEVERITY: Record<SandboxState, SeverityNumber> = {
-  registered: SeverityNumber.INFO,
-  booting: SeverityNumber.INFO,
-  starting: SeverityNumber.INFO,
-  ready: SeverityNumber.INFO,
-  silent: SeverityNumber.WARN,
-  stuck: SeverityNumber.ERROR,
-  exited: SeverityNumber.ERROR,
+/** The states worth more than INFO in a log record; any other (a new one too) is INFO. */
+const SEVERITY: Partial<Record<SandboxState, [SeverityNumber, string]>> = {
+  stuck: [SeverityNumber.ERROR, 'ERROR'],
+  exited: [SeverityNumber.ERROR, 'ERROR'],
+  silent: [SeverityNumber.WARN, 'WARN'],
 };
-/** A new state not in SEVERITY yet is logged as INFO. */
-const severityOf = (s: SandboxState) => SEVERITY[s] ?? SeverityNumber.INFO;
+const severityOf = (s: SandboxState): [SeverityNumber, string] => SEVERITY[s] ?? [SeverityNumber.INFO, 'INFO'];
 
 export class OtlpExport {
   private readonly tracerProvider: BasicTracerProvider;
@@ -350,13 +346,14 @@ export class OtlpExport {
       'vsockdiag.reason': e.reason,
       'vsockdiag.conditions': e.conditions.map((c) => c.name),
     };
-    const context = b
-      ? trace.setSpan(ROOT_CONTEXT, b.root)
-      : this.lastRoot.get(e.id) && trace.setSpanContext(ROOT_CONTEXT, this.lastRoot.get(e.id)!);
+    // In the boot's trace: the open root span's, else the last one's (a change after it ended).
+    const last = this.lastRoot.get(e.id);
+    const context = b ? trace.setSpan(ROOT_CONTEXT, b.root) : last ? trace.setSpanContext(ROOT_CONTEXT, last) : undefined;
+    const [severityNumber, severityText] = severityOf(e.state);
     this.logger.emit({
       timestamp: e.at,
-      severityNumber: severityOf(e.state),
-      severityText: e.state === 'stuck' || e.state === 'exited' ? 'ERROR' : e.state === 'silent' ? 'WARN' : 'INFO',
+      severityNumber,
+      severityText,
       body: `${e.id}: ${e.previous} → ${e.state}: ${e.reason}`,
       attributes: attrs,
       eventName: 'vsockdiag.state',
