@@ -8,6 +8,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import { initialStatus } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { helloMessage } from '../../test/support/hello.js';
 import { waitFor } from '../../test/support/wait.js';
 import { buildFleet, fakeProbes } from './support/fleet.js';
 import { inProcessCollectors } from './support/collector.js';
@@ -97,7 +98,7 @@ describe('OTLP export', { timeout: 60_000 }, () => {
     // A healthy boot: root span, two phase children in its trace, ended at READY.
     const boot = await waitFor('the healthy boot span', () => rootOf(r.spans, 'healthy'));
     expect(boot.parentSpanId ?? '').toBe('');
-    expect(attr(boot.attributes, 'vsockdiag.boot_id')).toBe('boot-0001');
+    expect(attr(boot.attributes, 'vsockdiag.boot_id')).toBe(helloMessage().bootId);
     expect(attr(boot.attributes, 'vsockdiag.state')).toBe('ready');
     expect(boot.status.code ?? 0).not.toBe(ERROR);
     expect(boot.events.map((e) => e.name)).toContain('ready');

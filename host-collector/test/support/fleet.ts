@@ -1,34 +1,27 @@
 // A small fleet in known states for the exporters' tests (metrics, OTLP, webhooks): fake
-// probes speak the real protocol over each sandbox's socket, answer every command with a
-// failure (so the automatic dumps of a stuck sandbox end at once) or, if asked, every dump
-// with a small threads dump, and are closed after the test, also when it fails.
+// probes (the harness's ProbeClient) speak the real protocol over each sandbox's socket,
+// answer every command with a failure (so the automatic dumps of a stuck sandbox end at once)
+// or, if asked, every dump with a small threads dump, and are closed after the test, also
+// when it fails.
 
-import net from 'node:net';
 import path from 'node:path';
-import {
-  FrameDecoder,
-  decodeCollectorMessage,
-  encodeMessage,
-  type CollectorMessage,
-  type ProbeEvent,
-  type ProbeMessage,
-  type ProbeStatus,
-} from '@vsockdiag/proto';
+import type { ProbeEvent, ProbeMessage, ProbeStatus } from '@vsockdiag/proto';
 import { afterEach } from 'vitest';
-import { helloMessage } from '../../../test/support/hello.js';
+import { ProbeClient } from '../../../test/harness/probe-client.js';
 import { waitFor } from '../../../test/support/wait.js';
 import type { Collector } from '../../src/collector/collector.js';
 
 export interface FakeProbe {
   send(m: ProbeMessage): void;
+  /** Sends events as given (their own seq and guest times). */
   events(events: ProbeEvent[]): void;
   close(): void;
 }
 
 const TARGET = { pid: 42, name: 'envd', source: 'name' as const };
 const NOT_BOUND = { port: 49983, bound: false };
+const DUMP_TEXT = Buffer.from('threads of envd (pid 42)\ntask 42 S futex_wait_queue\n');
 
-/** Registers the after-hook that closes every probe; call at the top of a test file. */
 export type ProbeStarter = (
   socketPath: string,
   status: ProbeStatus,
@@ -36,35 +29,29 @@ export type ProbeStarter = (
   opts?: { dumps?: boolean },
 ) => Promise<FakeProbe>;
 
+/** Registers the after-hook that closes every probe; call at the top of a test file. */
 export function fakeProbes(): ProbeStarter {
-  const open: net.Socket[] = [];
+  const open: ProbeClient[] = [];
   afterEach(() => {
-    for (const s of open.splice(0)) s.destroy();
+    for (const p of open.splice(0)) p.close();
   });
   return async (socketPath, status, sinceBootMs = 2000, opts = {}) => {
-    const s = net.connect(socketPath);
-    open.push(s);
-    s.on('error', () => {});
-    const send = (m: ProbeMessage) => void s.write(encodeMessage(m));
-    let welcomed = false;
-    const decoder = new FrameDecoder((b) => {
-      const m: CollectorMessage = decodeCollectorMessage(b);
-      if (m.type === 'welcome') welcomed = true;
-      if (m.type !== 'command') return;
-      if (!opts.dumps || m.op !== 'dump') return send({ type: 'result', id: m.id, ok: false, error: 'no dumps from this fake probe' });
-      const text = Buffer.from('threads of envd (pid 42)\ntask 42 S futex_wait_queue\n');
-      send({ type: 'dump.chunk', id: m.id, index: 0, data: text });
-      const dump = { mode: m.mode ?? 'threads', source: 'proc' as const, complete: true, bytes: text.length, chunks: 1, pid: 42 };
-      send({ type: 'result', id: m.id, ok: true, dump });
+    const p = new ProbeClient({
+      path: socketPath,
+      status,
+      sinceBootMs: () => sinceBootMs,
+      onMessage: (m, c) => {
+        if (m.type !== 'command') return;
+        if (!opts.dumps || m.op !== 'dump')
+          return void c.send({ type: 'result', id: m.id, ok: false, error: 'no dumps from this fake probe' });
+        c.send({ type: 'dump.chunk', id: m.id, index: 0, data: DUMP_TEXT });
+        const dump = { mode: m.mode ?? 'threads', source: 'proc' as const, complete: true, bytes: DUMP_TEXT.length, chunks: 1, pid: 42 };
+        c.send({ type: 'result', id: m.id, ok: true, dump });
+      },
     });
-    s.on('data', (d: Buffer) => decoder.push(d));
-    await new Promise<void>((resolve, reject) => {
-      s.once('connect', resolve);
-      s.once('error', reject);
-    });
-    send(helloMessage({ bootId: 'boot-0001', clocks: { wallMs: Date.now(), sinceBootMs }, status }));
-    await waitFor('the welcome', () => welcomed);
-    return { send, events: (events) => send({ type: 'events', events }), close: () => s.destroy() };
+    open.push(p);
+    await p.connect();
+    return { send: (m) => void p.send(m), events: (events) => void p.send({ type: 'events', events }), close: () => p.close() };
   };
 }
 
