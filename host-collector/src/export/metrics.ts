@@ -41,7 +41,7 @@ export class FeedMetrics {
     }).set({ version: VERSION, nodejs: process.version }, 1);
     this.timeToReady = new client.Histogram({
       name: 'vsockdiag_time_to_ready_seconds',
-      help: 'From the target (envd) starting to the sandbox first ready',
+      help: 'From the target (envd) starting to the sandbox first ready (not counted for a target found ready when its probe connects)',
       buckets: [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120],
       registers: [reg],
     });
@@ -108,14 +108,18 @@ export class FeedMetrics {
         else this.running.set(e.id, { name: e.name, guestMs: e.guestMs, at: e.at });
         return;
       }
-      case 'state':
+      case 'state': {
         this.transitions.inc({ state: e.state });
         this.verdictLag.observe({ state: e.state }, e.lagMs / 1000);
-        if (e.state === 'ready' && e.targetStartedAt !== null && this.readyTarget.get(e.id) !== e.targetStartedAt) {
+        // A boot seen through: not a target already ready when its probe (re)connected after
+        // a collector restart or a silence, whose start may be hours back.
+        const seen = e.previous !== 'registered' && e.previous !== 'silent';
+        if (e.state === 'ready' && seen && e.targetStartedAt !== null && this.readyTarget.get(e.id) !== e.targetStartedAt) {
           this.readyTarget.set(e.id, e.targetStartedAt);
           this.timeToReady.observe(Math.max(0, e.at - e.targetStartedAt) / 1000);
         }
         return;
+      }
       case 'dump': {
         const outcome = e.dumpId !== null ? 'stored' : 'failed';
         this.dumps.inc({ mode: e.mode, trigger: e.trigger, outcome });
