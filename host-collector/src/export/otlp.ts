@@ -14,6 +14,7 @@
 // a bounded queue (QUEUE_BOUND per signal; past it they are dropped and counted in
 // /metrics) that is sent one batch at a time.
 
+import os from 'node:os';
 import { ROOT_CONTEXT, SpanStatusCode, trace, type Attributes, type Link, type Span, type SpanContext } from '@opentelemetry/api';
 import { SeverityNumber } from '@opentelemetry/api-logs';
 import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-http';
@@ -223,7 +224,12 @@ export class OtlpExport {
         for (const q of queues) this.set({ signal: q === spans ? 'traces' : 'logs' }, q.items.length);
       },
     });
-    const resource = resourceFromAttributes({ 'service.name': 'vsockdiag-collector', 'service.version': VERSION });
+    // host.name tells one host's collector from another's in a fleet-wide pipeline.
+    const resource = resourceFromAttributes({
+      'service.name': 'vsockdiag-collector',
+      'service.version': VERSION,
+      'host.name': os.hostname(),
+    });
     this.tracerProvider = new BasicTracerProvider({ resource, spanProcessors: [new QueueSpanProcessor(spans)] });
     this.loggerProvider = new LoggerProvider({ resource, processors: [new QueueLogProcessor(logs)] });
     this.tracer = this.tracerProvider.getTracer('vsockdiag', VERSION);
