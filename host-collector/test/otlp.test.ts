@@ -151,7 +151,7 @@ describe('OTLP export', { timeout: 60_000 }, () => {
 
   it('an endpoint that never answers slows nothing; what overflows the queue is counted', async () => {
     const r = await otlpReceiver(true);
-    const { url, collector } = await collectors.start({ otlpEndpoint: r.url, exportTuning: { otlpFlushMs: 10, otlpQueueBound: 4 } });
+    const { url, collector } = await collectors.start({ otlpEndpoint: r.url, exportTuning: { otlpFlushMs: 10, otlpQueueBound: 1 } });
     const started = Date.now();
     await buildFleet(collector, collectors.dir, probe);
     await waitFor('an export attempt', () => r.requests() > 0);
@@ -159,7 +159,8 @@ describe('OTLP export', { timeout: 60_000 }, () => {
     expect(Date.now() - started).toBeLessThan(30_000);
     expect(((await (await fetch(`${url}/v1/sandboxes/healthy`)).json()) as { state: string }).state).toBe('ready');
     const text = await (await fetch(`${url}/metrics`)).text();
+    // One record in flight (hanging), one waiting, and the fleet's other state changes dropped.
     const dropped = Number(/^vsockdiag_otlp_dropped_total\{signal="logs"\} (\S+)$/m.exec(text)?.[1]);
-    expect(dropped).toBeGreaterThan(0);
+    expect(dropped).toBeGreaterThanOrEqual(3);
   });
 });
