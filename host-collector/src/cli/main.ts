@@ -21,6 +21,7 @@ import { ClientError, CollectorClient } from './client.js';
 import { colorState, sinceText, table, type SandboxSummary } from './format.js';
 import { bindEnvironment, resolveToken } from './settings.js';
 import { parseSize } from './size.js';
+import { VERSION } from '../version.js';
 
 // What the API answers, typed by the collector's own presenters (http/present.ts).
 type StatusBody = ReturnType<typeof detail>;
@@ -28,7 +29,6 @@ type DumpBody = ReturnType<typeof dumpBrief>;
 type TailEvent = ReturnType<typeof eventRecord>;
 
 export const EXIT = { ok: 0, error: 1, timeout: 2, notReady: 3 } as const;
-const VERSION = '0.1.0';
 const tty = process.stdout.isTTY === true;
 
 function dashboardDir(): string {
@@ -53,6 +53,18 @@ function groupId(v: string): number {
   const gid = line ? Number(line.split(':')[2]) : NaN;
   if (!Number.isInteger(gid)) throw new InvalidArgumentError(`no group "${v}" in /etc/group`);
   return gid;
+}
+
+/** An http(s) URL (--otlp-endpoint, --webhook, --public-url). */
+function httpUrl(v: string): string {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new InvalidArgumentError(`not a URL: ${v}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InvalidArgumentError(`must be http:// or https://: ${v}`);
+  return v;
 }
 
 const mib = (bytes: number) => `${bytes / 1024 ** 2}MiB`;
@@ -137,6 +149,16 @@ export function buildProgram(): Command {
         .argParser(parseSize)
         .default(DEFAULT_RETENTION.totalBytes, mib(DEFAULT_RETENTION.totalBytes)),
     )
+    // Integrations (README: Prometheus, OTLP, webhooks).
+    .option('--metrics-per-sandbox', 'also serve per-sandbox series in /metrics (state, conditions, probe connection)')
+    .option('--otlp-endpoint <url>', 'export traces and logs over OTLP/HTTP to this base URL (/v1/traces, /v1/logs)', httpUrl)
+    .option(
+      '--webhook <url>',
+      'POST a JSON notice here on entering stuck, exited or silent (repeatable)',
+      (v: string, all: string[] = []) => [...all, httpUrl(v)],
+    )
+    .option('--webhook-secret-file <file>', 'sign webhooks with the key in this file (X-Vsockdiag-Signature-256)')
+    .option('--public-url <url>', 'the collector as others reach it, for links in webhooks (default: the listen URL)', httpUrl)
     .action(async (o, cmd: Command) => {
       const log = createLogger(o.logLevel);
       logProcessWarnings(log);
@@ -167,6 +189,12 @@ export function buildProgram(): Command {
           ...(token ? { token } : {}),
           ...(o.udsRoot ? { udsRoots: o.udsRoot } : {}),
           ...(o.socketGroup !== undefined ? { socketGid: o.socketGroup } : {}),
+          ...(o.metricsPerSandbox ? { metricsPerSandbox: true } : {}),
+          ...(o.otlpEndpoint ? { otlpEndpoint: o.otlpEndpoint } : {}),
+          ...(o.webhook ? { webhooks: o.webhook } : {}),
+          // The key is the file's content, less a trailing newline an editor leaves.
+          ...(o.webhookSecretFile ? { webhookSecret: fs.readFileSync(o.webhookSecretFile, 'utf8').replace(/\r?\n$/, '') } : {}),
+          ...(o.publicUrl ? { publicUrl: o.publicUrl } : {}),
         },
         log,
       );

@@ -60,8 +60,9 @@ export interface IntakeView {
 }
 
 export interface IntakeHooks {
-  /** Something the verdict reads changed: decide again. */
-  reconsider(): void;
+  /** Something the verdict reads changed: decide again. `causeAt`: when it happened (host
+   *  ms), for probe events their own time; otherwise now. */
+  reconsider(causeAt?: number): void;
   /** Probe events were queued for the store (after the verdict has seen them). */
   recorded(rows: EventRecord[]): void;
   /** A hello opened generation `generation`. */
@@ -203,6 +204,7 @@ export class Intake implements SessionHost, IntakeView {
     const keyframeSeq = session.hello!.lastSeq;
     const rows: EventRecord[] = [];
     let status = this.merged!;
+    let newest = 0;
     for (const e of events) {
       // Events up to the hello's lastSeq are already in its status keyframe: store them,
       // but do not apply them twice.
@@ -218,11 +220,12 @@ export class Intake implements SessionHost, IntakeView {
         tHost: Math.round(this.guestClock.toHost(t)),
         data,
       });
+      newest = Math.max(newest, rows[rows.length - 1]!.tHost);
     }
     this.count.events += events.length;
     this.merged = status;
     this.store.append(rows, done);
-    this.hooks.reconsider();
+    this.hooks.reconsider(newest || undefined);
     this.hooks.recorded(rows);
   }
 

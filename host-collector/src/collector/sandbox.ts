@@ -36,6 +36,8 @@ export interface StateChange {
   previous: SandboxState;
   reason: string;
   generation: number;
+  /** From the input that decided it to the recorded transition, ms (verdict-clock.ts). */
+  lagMs: number;
 }
 
 /** What a sandbox tells its listeners. */
@@ -80,7 +82,7 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
       (rows) => this.emit('recorded', rows),
     );
     this.link = new Intake(id, generation, store, this.kept, settings.budget, log, {
-      reconsider: () => this.verdict.evaluate(),
+      reconsider: (causeAt) => this.verdict.evaluate(causeAt),
       recorded: (rows) => this.emit('recorded', rows),
       connected: (gen) => this.emit('connected', gen),
     });
@@ -99,9 +101,9 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
       {
         record: (kind, data) => this.kept.record(kind, data),
         evaluated: () => this.emit('changed'),
-        transition: ({ state, previous, reason }) => {
+        transition: ({ state, previous, reason, lagMs }) => {
           this.log.info({ sandbox: this.id, state, previous, reason }, 'state changed');
-          this.emit('state', { id: this.id, state, previous, reason, generation: this.link.generation });
+          this.emit('state', { id: this.id, state, previous, reason, generation: this.link.generation, lagMs });
         },
       },
     );

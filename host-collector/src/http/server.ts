@@ -11,7 +11,7 @@ import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
 import { ApiError, errorBody } from './errors.js';
 import { installGuard } from './guard.js';
-import { metricsRoutes } from './metrics.js';
+import { metricsRoutes, type MetricsOptions } from './metrics.js';
 import { dumpRoutes } from './routes/dumps.js';
 import { phaseRoutes } from './routes/phases.js';
 import { streamRoute } from './stream.js';
@@ -28,6 +28,7 @@ export interface HttpOptions {
   /** The API is bound to loopback: only loopback Host names are served (guard.ts). */
   loopbackOnly: boolean;
   dashboardDir: string;
+  metrics: MetricsOptions;
 }
 
 /** Sent with every answer: the dashboard may not be framed (its destructive-dump checkbox
@@ -79,7 +80,7 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
   app.register(sandboxRoutes, { registry: opts.registry, store: opts.store });
   app.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps, analyzer: opts.analyzer });
   app.register(phaseRoutes, { registry: opts.registry });
-  metricsRoutes(app, opts.registry);
+  metricsRoutes(app, opts.registry, opts.metrics);
   streamRoute(app, opts.registry, { loopbackOnly: opts.loopbackOnly, ...(opts.token ? { token: opts.token } : {}) });
   serveDashboard(app, opts.dashboardDir);
   return app;
