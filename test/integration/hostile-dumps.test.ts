@@ -114,18 +114,23 @@ async function goodStillConnected(s: Setup): Promise<void> {
   expect(s.collector.logs()).not.toContain('"code":"ERR_IDLE"');
 }
 
+/** The dump answered twice; the second read back (its detail and raw bytes) and diffed, by
+ *  default or `against` the first by id. */
+async function storedTwice(s: Setup, bytes: Buffer, { against = false } = {}) {
+  const first = await hostileAnswer(s, bytes);
+  const second = await hostileAnswer(s, bytes);
+  const at = `/v1/sandboxes/evil/dumps/${second.body.id}`;
+  const detail = await s.collector.api('GET', at);
+  const raw = Buffer.from(await (await fetch(`${s.collector.url}${at}/raw`)).arrayBuffer());
+  const diff = await s.collector.api('GET', `${at}/diff${against ? `?against=${first.body.id}` : ''}`);
+  return { first, second, detail, raw, diff };
+}
+
 describe('a hostile dump', () => {
   it('is stored, read back and diffed while /healthz stays prompt and a good sandbox stays connected', async () => {
     const s = await setup();
     const bytes = hostileDump();
-    const { result, worstMs } = await whileWatchingHealthz(s.collector.url, async () => {
-      const first = await hostileAnswer(s, bytes);
-      const second = await hostileAnswer(s, bytes);
-      const detail = await s.collector.api('GET', `/v1/sandboxes/evil/dumps/${second.body.id}`);
-      const raw = Buffer.from(await (await fetch(`${s.collector.url}/v1/sandboxes/evil/dumps/${second.body.id}/raw`)).arrayBuffer());
-      const diff = await s.collector.api('GET', `/v1/sandboxes/evil/dumps/${second.body.id}/diff`);
-      return { first, second, detail, raw, diff };
-    });
+    const { result, worstMs } = await whileWatchingHealthz(s.collector.url, () => storedTwice(s, bytes));
     console.log(
       `two ${(bytes.length / 1e6).toFixed(1)} MB hostile dumps stored, read and diffed; slowest /healthz ${worstMs.toFixed(0)} ms`,
     );
@@ -148,14 +153,7 @@ describe('a hostile dump', () => {
   it('over the analysis time limit is stored with its text, not analysed; its diff fails with ANALYSIS_TIMEOUT', async () => {
     const s = await setup(['--dump-analysis-limit', '1ms']);
     const bytes = hostileDump();
-    const { result, worstMs } = await whileWatchingHealthz(s.collector.url, async () => {
-      const first = await hostileAnswer(s, bytes);
-      const second = await hostileAnswer(s, bytes);
-      const detail = await s.collector.api('GET', `/v1/sandboxes/evil/dumps/${second.body.id}`);
-      const raw = Buffer.from(await (await fetch(`${s.collector.url}/v1/sandboxes/evil/dumps/${second.body.id}/raw`)).arrayBuffer());
-      const diff = await s.collector.api('GET', `/v1/sandboxes/evil/dumps/${second.body.id}/diff?against=${first.body.id}`);
-      return { second, detail, raw, diff };
-    });
+    const { result, worstMs } = await whileWatchingHealthz(s.collector.url, () => storedTwice(s, bytes, { against: true }));
     expect(worstMs).toBeLessThan(PROMPT_MS);
     await goodStillConnected(s);
 
