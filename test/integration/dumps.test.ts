@@ -141,13 +141,13 @@ describe('dumps', () => {
     await gen1.connect();
     const pending = dump('race', { mode: 'threads' });
     // Generation 1 receives the command… and the VM is restored before it answers.
-    await gen1.until(() => gen1.received.some((m) => m.type === 'command'), 5000, 'the dump command');
+    await waitFor('the dump command', () => gen1.received.some((m) => m.type === 'command'), { timeoutMs: 5000 });
     gen1.close();
     const gen2 = new ProbeClient({ ...memory, generation: 2 });
     cleanup.push(() => gen2.close());
     await gen2.connect();
     // Generation 2 answers the retried command with its own dump.
-    await gen2.until(() => gen2.received.some((m) => m.type === 'command'), 5000, 'the retried command');
+    await waitFor('the retried command', () => gen2.received.some((m) => m.type === 'command'), { timeoutMs: 5000 });
     const cmd = gen2.received.find((m) => m.type === 'command') as { id: number };
     const text =
       'threads of pid 77 (envd) arch=x86_64\ntask 77 (envd) state=S wchan=futex_wait_queue syscall=202 0x0 0x80 0x0 0x0 0x0 0x0\n';

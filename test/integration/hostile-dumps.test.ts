@@ -13,6 +13,7 @@ import { DUMP_CHUNK_BYTES, type CollectorMessage } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startCollector, type CollectorProcess } from '../harness/collector.js';
 import { ProbeClient } from '../harness/probe-client.js';
+import { waitFor } from '../support/wait.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -67,7 +68,7 @@ const commands = (p: ProbeClient) => p.received.filter((m): m is Extract<Collect
 async function hostileAnswer(s: Setup, bytes: Buffer): Promise<{ status: number; body: any }> {
   const seen = commands(s.evil).length;
   const made = s.collector.api('POST', '/v1/sandboxes/evil/dumps', { mode: 'goroutines' });
-  await s.evil.until(() => commands(s.evil).length > seen, 10_000, 'the dump command');
+  await waitFor('the dump command', () => commands(s.evil).length > seen, { timeoutMs: 10_000 });
   const id = commands(s.evil)[seen]!.id;
   let index = 0;
   for (let at = 0; at < bytes.length; at += DUMP_CHUNK_BYTES) {
