@@ -3,16 +3,10 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  FrameDecoder,
-  PROTOCOL_VERSION,
-  decodeProbeMessage,
-  encodeMessage,
-  initialStatus,
-  type CollectorMessage,
-  type ProbeMessage,
-} from '@vsockdiag/proto';
+import { FrameDecoder, decodeProbeMessage, encodeMessage, type CollectorMessage, type ProbeMessage } from '@vsockdiag/proto';
 import { serveCommands, type CommandHandler } from '../src/commands.js';
+import { helloMessage } from '../../test/support/hello.js';
+import { waitFor } from '../../test/support/wait.js';
 
 // The probe's command port on a Unix socket, and a host end that decodes what it answers.
 
@@ -32,22 +26,12 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const helloBody = {
-  protocol: PROTOCOL_VERSION,
-  probeVersion: 'test',
-  instanceId: 'test-instance-0001',
-  generation: 3,
-  bootId: 'boot-id',
-  clocks: { wallMs: 1_700_000_000_000, sinceBootMs: 1234 },
-  lastSeq: 0,
-  config: { target: 'envd', expectPort: 49983 },
-  status: initialStatus(49983),
-};
+const hello = helloMessage({ generation: 3 });
 
 async function hostEnd(onCommand: CommandHandler) {
   const logs: string[] = [];
   const path = join(dir, 'cmd.sock');
-  server = net.createServer((socket) => serveCommands(socket, { hello: () => helloBody, onCommand, log: (_l, m) => logs.push(m) }));
+  server = net.createServer((socket) => serveCommands(socket, { hello: () => hello, onCommand, log: (_l, m) => logs.push(m) }));
   await new Promise<void>((resolve) => server!.listen(path, resolve));
   const socket = net.connect(path);
   client = socket;
@@ -58,19 +42,11 @@ async function hostEnd(onCommand: CommandHandler) {
   socket.on('close', () => (ended = true));
   socket.on('error', () => {});
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  const until = async (what: string, cond: () => boolean) => {
-    const deadline = Date.now() + 5000;
-    while (!cond()) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  };
   return {
     received,
     logs,
     send: (m: CollectorMessage) => socket.write(encodeMessage(m)),
     raw: (b: Buffer) => socket.write(b),
-    until,
     ended: () => ended,
   };
 }
@@ -81,10 +57,10 @@ describe('serveCommands', () => {
       await channel.send({ type: 'dump.chunk', id: c.id, index: 0, data: Buffer.from('stack') });
       return { ok: true };
     });
-    await host.until('hello', () => host.received.length > 0);
-    expect(host.received[0]).toEqual({ type: 'hello', ...helloBody });
+    await waitFor('hello', () => host.received.length > 0);
+    expect(host.received[0]).toEqual(hello);
     host.send({ type: 'command', id: 5, op: 'dump', mode: 'threads' });
-    await host.until('result', () => host.received.some((m) => m.type === 'result'));
+    await waitFor('result', () => host.received.some((m) => m.type === 'result'));
     expect(host.received.slice(1).map((m) => m.type)).toEqual(['dump.chunk', 'result']);
     expect(host.received[2]).toEqual({ type: 'result', id: 5, ok: true });
   });
@@ -97,7 +73,7 @@ describe('serveCommands', () => {
     });
     host.send({ type: 'ack', seq: 1 });
     host.send({ type: 'command', id: 1, op: 'status' });
-    await host.until('close', host.ended);
+    await waitFor('close', host.ended);
     expect(seen).toEqual([]);
     expect(host.logs).toEqual(['command connection: ack is not admitted on this connection (ERR_UNEXPECTED)']);
   });
@@ -105,7 +81,7 @@ describe('serveCommands', () => {
   it('closes on a malformed frame', async () => {
     const host = await hostEnd(async () => ({ ok: true }));
     host.raw(Buffer.from([0, 0, 0, 1, 0xc1]));
-    await host.until('close', host.ended);
+    await waitFor('close', host.ended);
     expect(host.logs).toEqual([expect.stringContaining('(ERR_MSGPACK)')]);
   });
 });

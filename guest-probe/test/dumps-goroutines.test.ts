@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
 import { childReaper, waitForOutput } from '../../test/support/children.js';
-import { SigquitCapture, dumpChunks, pprofDump, takeDump, waitForExit, type DumpContext } from '../src/dumps/index.js';
+import { SigquitCapture, dumpChunks, pprofDump, takeDump } from '../src/dumps/index.js';
+import { dumpContext } from './support/dump-context.js';
 
 const CANNED = [
   'goroutine 1 [semacquire, 3 minutes]:',
@@ -295,26 +296,15 @@ describe('SigquitCapture on real processes', { timeout: 60_000 }, () => {
 
 // The first test builds the fake envd with go (many seconds on a busy 2-core machine).
 describe('takeDump goroutines', { timeout: 60_000 }, () => {
-  function ctx(over: Partial<DumpContext>): DumpContext {
-    return {
-      targetPid: null,
-      procRoot: '/proc',
-      pprofUrl: null,
-      sigquit: new SigquitCapture(),
-      exited: (pid, signal) => waitForExit(pid, { signal }),
-      ...over,
-    };
-  }
-
   it('without a pprof URL reads the target from memory; a target that is not Go gets a clear error', async () => {
-    const r = await takeDump({ mode: 'goroutines', destructive: false }, ctx({ targetPid: process.pid }));
+    const r = await takeDump({ mode: 'goroutines', destructive: false }, dumpContext({ targetPid: process.pid }));
     expect(r).toMatchObject({ mode: 'goroutines', source: 'none', complete: false, pid: process.pid });
     expect(r.error).toMatch(/is not a Go executable/);
   });
 
   it('non-destructive: reads the hung fake envd from its memory, and it runs on', async () => {
     const child = await hungFakeEnvd();
-    const r = await takeDump({ mode: 'goroutines', destructive: false }, ctx({ targetPid: child.pid! }));
+    const r = await takeDump({ mode: 'goroutines', destructive: false }, dumpContext({ targetPid: child.pid! }));
     expect(r.error).toBeUndefined();
     expect(r).toMatchObject({ mode: 'goroutines', source: 'memory', complete: true, pid: child.pid, pausedMs: 0 });
     expect(r.note).toMatch(/read from memory: go1\.\d+/);
@@ -324,13 +314,16 @@ describe('takeDump goroutines', { timeout: 60_000 }, () => {
     expect(text).toContain('main.(*cgroupManager).acquireRoot');
     // Not stopped, not signalled: still alive and still hung where it was.
     expect(child.exitCode).toBeNull();
-    const again = await takeDump({ mode: 'goroutines', destructive: false }, ctx({ targetPid: child.pid! }));
+    const again = await takeDump({ mode: 'goroutines', destructive: false }, dumpContext({ targetPid: child.pid! }));
     expect(Buffer.concat(dumpChunks(again)).toString()).toContain('main.(*cgroupManager).acquireRoot');
   });
 
   it('uses pprof when configured (no target needed)', async () => {
     const base = await serve((_req, res) => res.end(CANNED));
-    const r = await takeDump({ mode: 'goroutines', destructive: false }, ctx({ pprofUrl: `${base}/debug/pprof/goroutine?debug=2` }));
+    const r = await takeDump(
+      { mode: 'goroutines', destructive: false },
+      dumpContext({ pprofUrl: `${base}/debug/pprof/goroutine?debug=2` }),
+    );
     expect(r).toEqual({ mode: 'goroutines', source: 'pprof', text: CANNED, complete: true });
   });
 
@@ -339,7 +332,7 @@ describe('takeDump goroutines', { timeout: 60_000 }, () => {
     const sigquit = new SigquitCapture();
     child.stderr!.on('data', (c: Buffer) => sigquit.feed(c));
     const exit = exitOf(child);
-    const r = await takeDump({ mode: 'goroutines', destructive: true }, ctx({ targetPid: child.pid!, sigquit }));
+    const r = await takeDump({ mode: 'goroutines', destructive: true }, dumpContext({ targetPid: child.pid!, sigquit }));
     expect(r.source).toBe('sigquit');
     expect(r.complete).toBe(true);
     expect(r.pid).toBe(child.pid);
@@ -354,7 +347,7 @@ describe('takeDump goroutines', { timeout: 60_000 }, () => {
     child.stderr!.on('data', (c: Buffer) => sigquit.feed(c));
     const r = await takeDump(
       { mode: 'goroutines', destructive: true },
-      ctx({ targetPid: child.pid!, sigquit, pprofUrl: 'http://127.0.0.1:1/debug/pprof/goroutine?debug=2' }),
+      dumpContext({ targetPid: child.pid!, sigquit, pprofUrl: 'http://127.0.0.1:1/debug/pprof/goroutine?debug=2' }),
     );
     expect(r.source).toBe('sigquit');
     expect(r.complete).toBe(true);
@@ -363,14 +356,14 @@ describe('takeDump goroutines', { timeout: 60_000 }, () => {
 
   it("refuses SIGQUIT when the target's stderr reaches the probe nowhere", async () => {
     const child = await quitIgnorer();
-    const r = await takeDump({ mode: 'goroutines', destructive: true }, ctx({ targetPid: child.pid!, stderrSource: null }));
+    const r = await takeDump({ mode: 'goroutines', destructive: true }, dumpContext({ targetPid: child.pid!, stderrSource: null }));
     expect(r).toMatchObject({ source: 'none', complete: false, error: expect.stringMatching(/^not sending SIGQUIT/) });
     await new Promise((r) => setTimeout(r, 200));
     expect(child.stderr!.read()).toBeNull(); // it was never signalled (it would have said so)
   });
 
   it('no target: a clear error', async () => {
-    const r = await takeDump({ mode: 'goroutines', destructive: true }, ctx({}));
+    const r = await takeDump({ mode: 'goroutines', destructive: true }, dumpContext());
     expect(r).toMatchObject({ source: 'none', complete: false, error: expect.stringMatching(/no target process/) });
   });
 });

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../test/support/wait.js';
 import { childReaper } from '../../test/support/children.js';
-import { NATIVE_NOT_AVAILABLE, SigquitCapture, nativeDump, takeDump, waitForExit, which, type DumpContext } from '../src/dumps/index.js';
+import { NATIVE_NOT_AVAILABLE, nativeDump, takeDump, waitForExit, which } from '../src/dumps/index.js';
+import { dumpContext } from './support/dump-context.js';
 
 let root: string;
 const children = childReaper();
@@ -116,21 +117,10 @@ describe('nativeDump', () => {
 });
 
 describe('takeDump threads and native', () => {
-  function ctx(over: Partial<DumpContext>): DumpContext {
-    return {
-      targetPid: null,
-      procRoot: '/proc',
-      pprofUrl: null,
-      sigquit: new SigquitCapture(),
-      exited: (pid, signal) => waitForExit(pid, { signal }),
-      ...over,
-    };
-  }
-
   it('threads of a running target', async () => {
     const c = sleeper();
     await sleeping(c);
-    const r = await takeDump({ mode: 'threads', destructive: false }, ctx({ targetPid: c.pid! }));
+    const r = await takeDump({ mode: 'threads', destructive: false }, dumpContext({ targetPid: c.pid! }));
     expect(r).toMatchObject({ mode: 'threads', source: 'proc', complete: true, pid: c.pid });
     expect(r.error).toBeUndefined();
     expect(r.text).toMatch(new RegExp(`^threads of pid ${c.pid} \\(sleep\\) arch=`));
@@ -139,7 +129,7 @@ describe('takeDump threads and native', () => {
 
   it('no target, or a target gone: clear errors, never a throw', async () => {
     for (const mode of ['threads', 'native'] as const) {
-      const r = await takeDump({ mode, destructive: false }, ctx({}));
+      const r = await takeDump({ mode, destructive: false }, dumpContext());
       expect(r).toMatchObject({ mode, source: 'none', complete: false, error: expect.stringMatching(/no target process is known/) });
     }
     const c = sleeper();
@@ -147,14 +137,14 @@ describe('takeDump threads and native', () => {
     c.kill('SIGKILL');
     await new Promise((r) => c.once('exit', r));
     await waitForExit(pid);
-    const r = await takeDump({ mode: 'threads', destructive: false }, ctx({ targetPid: pid }));
+    const r = await takeDump({ mode: 'threads', destructive: false }, dumpContext({ targetPid: pid }));
     expect(r).toMatchObject({ source: 'none', complete: false, error: `no process ${pid} (it is not running, or it exited)` });
   });
 
   it.runIf(realTool !== null)('native with the installed tool', async () => {
     const c = sleeper();
     await sleeping(c);
-    const r = await takeDump({ mode: 'native', destructive: false }, ctx({ targetPid: c.pid! }));
+    const r = await takeDump({ mode: 'native', destructive: false }, dumpContext({ targetPid: c.pid! }));
     expect(r).toMatchObject({ mode: 'native', source: realTool, complete: true, pid: c.pid });
     expect(r.note).toMatch(/stopped the target's threads/);
   });

@@ -3,6 +3,7 @@ import net from 'node:net';
 import type { EventBody } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HealthChecker } from '../src/health.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const closers: Array<() => void> = [];
 afterEach(() => {
@@ -20,8 +21,7 @@ async function once(url: string, now = () => Date.now()): Promise<Extract<EventB
   const events: EventBody[] = [];
   const h = new HealthChecker({ url, emit: (e) => events.push(e), now });
   h.tick();
-  for (let i = 0; i < 300 && events.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
-  return events[0] as Extract<EventBody, { kind: 'health' }>;
+  return (await waitFor('the health check', () => events[0])) as Extract<EventBody, { kind: 'health' }>;
 }
 
 describe('HealthChecker', () => {

@@ -3,6 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+// A fixed pause only where a test shows that nothing happens meanwhile.
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   FrameDecoder,
   MAX_EVENTS_PER_BATCH,
@@ -19,6 +21,8 @@ import { Backoff } from '../src/backoff.js';
 import { FATAL_RETRY_MS, Link, type LinkOptions } from '../src/link.js';
 import type { CommandAnswer } from '../src/commands.js';
 import { EventRing } from '../src/ring.js';
+import { helloMessage } from '../../test/support/hello.js';
+import { waitFor } from '../../test/support/wait.js';
 
 // ---------------------------------------------------------------------------------------
 // A fake collector: a Unix socket server that decodes what the probe sends with the real
@@ -118,15 +122,6 @@ function standard(opts: { ack?: (session: FakeSession) => number; ackEvents?: bo
   };
 }
 
-async function waitFor(what: string, cond: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 const notice = (i: number): EventBody => ({ kind: 'probe.notice', level: 'info', message: `event ${i}` });
 
@@ -159,17 +154,7 @@ function startLink(ring: EventRing, extra: Partial<LinkOptions> = {}): Link {
   link = new Link({
     address: collector.address,
     ring,
-    hello: (generation) => ({
-      protocol: PROTOCOL_VERSION,
-      probeVersion: 'test',
-      instanceId: 'test-instance-0001',
-      generation,
-      bootId: 'boot-id',
-      clocks: { wallMs: Date.now(), sinceBootMs: 1234 },
-      lastSeq: ring.lastSeq,
-      config: { target: 'envd', expectPort: 49983 },
-      status: initialStatus(49983),
-    }),
+    hello: (generation) => helloMessage({ generation, lastSeq: ring.lastSeq, clocks: { wallMs: Date.now(), sinceBootMs: 1234 } }),
     onCommand: async () => ({ ok: true }),
     sinceBootMs: () => 1234,
     log: (level, message) => logs.push([level, message]),
@@ -462,7 +447,7 @@ describe('Link: reconnects', () => {
       if (m.type === 'hello') s.send({ type: 'welcome', ack: 0, hostWallMs: Date.now() });
     };
     const l = startLink(ring, { heartbeatMs: 50, idleTimeoutMs: 300 });
-    await waitFor('second session', () => collector.sessions.length >= 2, 5000);
+    await waitFor('second session', () => collector.sessions.length >= 2);
     const [s1, s2] = collector.sessions;
     expect(s1!.closed).toBe(true);
     const lifetime = s1!.closedAt - s1!.openedAt;
@@ -502,7 +487,7 @@ describe('Link: reconnects', () => {
     const ring = new EventRing();
     collector.behaviour = () => {};
     startLink(ring, { heartbeatMs: 50, idleTimeoutMs: 300 });
-    await waitFor('second session', () => collector.sessions.length >= 2, 5000);
+    await waitFor('second session', () => collector.sessions.length >= 2);
     expect(collector.sessions[0]!.closedAt - collector.sessions[0]!.openedAt).toBeGreaterThanOrEqual(250);
   });
 
@@ -657,8 +642,7 @@ describe('Link: fatal dial errors', () => {
 
     logs = [];
     const fast = startLink(new EventRing(), { address: missing, isFatal: () => false });
-    await sleep(300);
-    expect(logs.filter(([, m]) => m.includes('ENOENT')).length).toBeGreaterThan(3);
+    await waitFor('retries of a passing error', () => logs.filter(([, m]) => m.includes('ENOENT')).length > 3);
     fast.stop();
   });
 });

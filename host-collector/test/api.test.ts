@@ -1,67 +1,29 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
-import {
-  FrameDecoder,
-  PROTOCOL_VERSION,
-  decodeCollectorMessage,
-  encodeMessage,
-  type CollectorMessage,
-  type Hello,
-  type ProbeMessage,
-} from '@vsockdiag/proto';
+// A fixed pause only to let a long-poll start before what should end it.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Hello } from '@vsockdiag/proto';
 import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Collector, type CollectorOptions } from '../src/collector/collector.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ProbeClient } from '../../test/harness/probe-client.js';
+import { helloMessage } from '../../test/support/hello.js';
+import { waitFor } from '../../test/support/wait.js';
+import { Collector } from '../src/collector/collector.js';
+import { inProcessCollectors } from './support/collector.js';
 
 const log = pino({ level: 'silent' });
 const VSOCK_PORT = 52000;
 
-let tmp: string;
-let dataDir: string;
-let dashboardDir: string;
-const running: Collector[] = [];
-const sockets: net.Socket[] = [];
+const collectors = inProcessCollectors('vd-api-');
+const { options } = collectors;
+const startCollector = collectors.start;
+const clients: ProbeClient[] = [];
 
-beforeEach(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-api-'));
-  dataDir = path.join(tmp, 'data');
-  dashboardDir = path.join(tmp, 'ui');
-  fs.mkdirSync(dashboardDir);
+afterEach(() => {
+  for (const c of clients.splice(0)) c.close();
 });
-
-afterEach(async () => {
-  for (const s of sockets.splice(0)) s.destroy();
-  for (const c of running.splice(0)) await c.stop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
-
-function options(over: Partial<CollectorOptions> = {}): CollectorOptions {
-  return {
-    http: '127.0.0.1:0',
-    dataDir,
-    vsockPort: VSOCK_PORT,
-    probePort: 52001,
-    stallAfterMs: 5000,
-    startDeadlineMs: 30_000,
-    dashboardDir,
-    ...over,
-  };
-}
-
-async function startCollector(over: Partial<CollectorOptions> = {}): Promise<{ collector: Collector; url: string }> {
-  const collector = new Collector(options(over), log);
-  running.push(collector);
-  const url = await collector.start();
-  return { collector, url };
-}
-
-async function stopCollector(c: Collector): Promise<void> {
-  running.splice(running.indexOf(c), 1);
-  await c.stop();
-}
 
 type Json = Record<string, any>;
 
@@ -116,7 +78,7 @@ function rawGet(url: string, rawPath: string): Promise<{ status: number; body: s
   });
 }
 
-// ---- a minimal probe, speaking the real protocol over the sandbox's socket ----
+// ---- a probe speaking the real protocol over the sandbox's socket ----
 
 const readyStatus: Hello['status'] = {
   target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true },
@@ -124,63 +86,20 @@ const readyStatus: Hello['status'] = {
   phases: { reported: false, ready: false },
 };
 
-function hello(status: Hello['status']): Hello {
-  return {
-    type: 'hello',
-    protocol: PROTOCOL_VERSION,
-    probeVersion: '0.1.0',
-    instanceId: '0123456789abcdef',
-    generation: 1,
-    bootId: 'boot-0001',
-    clocks: { wallMs: Date.now(), sinceBootMs: 2000 },
-    lastSeq: 0,
-    config: { target: 'envd', expectPort: 49983 },
-    status,
-  };
+/** A probe for the sandbox at `udsPath`, its target started with `status`; its clock reads
+ *  2,000 ms since boot. connect() says hello and resolves with the welcome's ack. */
+function probe(udsPath: string, status: Hello['status']): ProbeClient {
+  const client = new ProbeClient({ path: `${udsPath}_${VSOCK_PORT}`, status, sinceBootMs: () => 2000 });
+  clients.push(client);
+  return client;
 }
-
-async function probe(socketPath: string) {
-  const socket = net.connect(socketPath);
-  sockets.push(socket);
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', resolve);
-    socket.once('error', reject);
-  });
-  const received: CollectorMessage[] = [];
-  let wake: (() => void) | null = null;
-  const decoder = new FrameDecoder((b) => {
-    received.push(decodeCollectorMessage(b));
-    wake?.();
-  });
-  socket.on('data', (d: Buffer) => decoder.push(d));
-  socket.on('error', () => {});
-  const until = async (pred: (m: CollectorMessage) => boolean) => {
-    const deadline = Date.now() + 5000;
-    for (;;) {
-      const m = received.find(pred);
-      if (m) return m;
-      if (Date.now() > deadline) throw new Error('probe: timed out waiting for a message');
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        setTimeout(resolve, 50);
-      });
-    }
-  };
-  return {
-    socket,
-    send: (m: ProbeMessage) => socket.write(encodeMessage(m)),
-    until,
-  };
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------
 
 describe('PUT /v1/sandboxes/:id', () => {
   it('registers (201), re-registers (200), and listens on <udsPath>_52000', async () => {
     const { url } = await startCollector();
-    const udsPath = path.join(tmp, 'vm1.sock');
+    const udsPath = path.join(collectors.dir, 'vm1.sock');
     const first = await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath });
     expect(first.status).toBe(201);
     expect(first.json).toMatchObject({ id: 'vm1', state: 'registered', generation: 0, connected: false });
@@ -194,8 +113,8 @@ describe('PUT /v1/sandboxes/:id', () => {
 
   it('moves the listener when the same id comes with a new udsPath', async () => {
     const { url } = await startCollector();
-    const a = path.join(tmp, 'a.sock');
-    const b = path.join(tmp, 'b.sock');
+    const a = path.join(collectors.dir, 'a.sock');
+    const b = path.join(collectors.dir, 'b.sock');
     expect((await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: a })).status).toBe(201);
     expect((await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: b })).status).toBe(200);
     expect(isSocket(`${b}_${VSOCK_PORT}`)).toBe(true);
@@ -206,7 +125,7 @@ describe('PUT /v1/sandboxes/:id', () => {
 
   it('rejects a bad id with 400 BAD_ID', async () => {
     const { url } = await startCollector();
-    const udsPath = path.join(tmp, 'x.sock');
+    const udsPath = path.join(collectors.dir, 'x.sock');
     expectError(await call(url, 'PUT', '/v1/sandboxes/-leading-dash', { udsPath }), 400, 'BAD_ID');
     expectError(await call(url, 'PUT', `/v1/sandboxes/${'a'.repeat(129)}`, { udsPath }), 400, 'BAD_ID');
     expectError(await call(url, 'PUT', '/v1/sandboxes/has%20space', { udsPath }), 400, 'BAD_ID');
@@ -218,7 +137,7 @@ describe('PUT /v1/sandboxes/:id', () => {
   it('accepts ids up to the documented 128 characters on every route', async () => {
     const { url } = await startCollector();
     const id = `x${'a'.repeat(127)}`;
-    const udsPath = path.join(tmp, 'long.sock');
+    const udsPath = path.join(collectors.dir, 'long.sock');
     expect((await call(url, 'PUT', `/v1/sandboxes/${id}`, { udsPath })).status).toBe(201);
     expect((await call(url, 'GET', `/v1/sandboxes/${id}`)).json).toMatchObject({ id, state: 'registered' });
     expect((await call(url, 'GET', `/v1/sandboxes/${id}/readiness`)).status).toBe(503);
@@ -251,7 +170,7 @@ describe('PUT /v1/sandboxes/:id', () => {
 
   it('rejects the same udsPath under another id with 409 PATH_IN_USE', async () => {
     const { url } = await startCollector();
-    const udsPath = path.join(tmp, 'shared.sock');
+    const udsPath = path.join(collectors.dir, 'shared.sock');
     expect((await call(url, 'PUT', '/v1/sandboxes/one', { udsPath })).status).toBe(201);
     const r = await call(url, 'PUT', '/v1/sandboxes/two', { udsPath });
     expectError(r, 409, 'PATH_IN_USE');
@@ -263,7 +182,7 @@ describe('PUT /v1/sandboxes/:id', () => {
 
   it('answers 422 LISTEN_FAILED when the directory does not exist, and registers nothing', async () => {
     const { url } = await startCollector();
-    const r = await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(tmp, 'no-such-dir', 'vm.sock') });
+    const r = await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'no-such-dir', 'vm.sock') });
     expectError(r, 422, 'LISTEN_FAILED');
     expectError(await call(url, 'GET', '/v1/sandboxes/vm1'), 404, 'NOT_FOUND');
     expect((await call(url, 'GET', '/v1/sandboxes')).json).toEqual({ sandboxes: [] });
@@ -273,7 +192,7 @@ describe('PUT /v1/sandboxes/:id', () => {
 describe('DELETE /v1/sandboxes/:id', () => {
   it('removes the listener socket (204), then 404', async () => {
     const { url } = await startCollector();
-    const udsPath = path.join(tmp, 'vm1.sock');
+    const udsPath = path.join(collectors.dir, 'vm1.sock');
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath });
     expect(isSocket(`${udsPath}_${VSOCK_PORT}`)).toBe(true);
 
@@ -292,8 +211,8 @@ describe('DELETE /v1/sandboxes/:id', () => {
 describe('GET /v1/sandboxes and /v1/sandboxes/:id', () => {
   it('lists sandboxes, filters by state, and rejects an unknown state', async () => {
     const { url } = await startCollector();
-    await call(url, 'PUT', '/v1/sandboxes/b', { udsPath: path.join(tmp, 'b.sock') });
-    await call(url, 'PUT', '/v1/sandboxes/a', { udsPath: path.join(tmp, 'a.sock') });
+    await call(url, 'PUT', '/v1/sandboxes/b', { udsPath: path.join(collectors.dir, 'b.sock') });
+    await call(url, 'PUT', '/v1/sandboxes/a', { udsPath: path.join(collectors.dir, 'a.sock') });
 
     const all = await call(url, 'GET', '/v1/sandboxes');
     expect(all.status).toBe(200);
@@ -312,7 +231,7 @@ describe('GET /v1/sandboxes and /v1/sandboxes/:id', () => {
 
   it('shows a sandbox in detail', async () => {
     const { url } = await startCollector();
-    const udsPath = path.join(tmp, 'vm1.sock');
+    const udsPath = path.join(collectors.dir, 'vm1.sock');
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath });
     const d = await call(url, 'GET', '/v1/sandboxes/vm1');
     expect(d.status).toBe(200);
@@ -344,7 +263,7 @@ describe('GET /v1/sandboxes and /v1/sandboxes/:id', () => {
 describe('GET /v1/sandboxes/:id/readiness', () => {
   it('answers 503 {ready:false,state:"registered"} at once without wait', async () => {
     const { url } = await startCollector();
-    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(tmp, 'vm1.sock') });
+    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'vm1.sock') });
     const t0 = Date.now();
     const r = await call(url, 'GET', '/v1/sandboxes/vm1/readiness');
     expect(Date.now() - t0).toBeLessThan(2000);
@@ -354,7 +273,7 @@ describe('GET /v1/sandboxes/:id/readiness', () => {
 
   it('long-polls for about ?wait ms when nothing changes', async () => {
     const { url } = await startCollector();
-    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(tmp, 'vm1.sock') });
+    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'vm1.sock') });
     const t0 = Date.now();
     const r = await call(url, 'GET', '/v1/sandboxes/vm1/readiness?wait=300');
     const took = Date.now() - t0;
@@ -366,7 +285,7 @@ describe('GET /v1/sandboxes/:id/readiness', () => {
 
   it('rejects a bad wait with 400', async () => {
     const { url } = await startCollector();
-    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(tmp, 'vm1.sock') });
+    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'vm1.sock') });
     expectError(await call(url, 'GET', '/v1/sandboxes/vm1/readiness?wait=abc'), 400, 'BAD_REQUEST');
     expectError(await call(url, 'GET', '/v1/sandboxes/vm1/readiness?wait=-1'), 400, 'BAD_REQUEST');
     expectError(await call(url, 'GET', '/v1/sandboxes/vm1/readiness?wait=1.5'), 400, 'BAD_REQUEST');
@@ -375,13 +294,12 @@ describe('GET /v1/sandboxes/:id/readiness', () => {
 
   it('returns early with 200 {ready:true} when a probe reports the target ready', async () => {
     const { url } = await startCollector();
-    const udsPath = path.join(tmp, 'vm1.sock');
+    const udsPath = path.join(collectors.dir, 'vm1.sock');
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath });
     const t0 = Date.now();
     const pending = call(url, 'GET', '/v1/sandboxes/vm1/readiness?wait=20000');
     await sleep(100);
-    const p = await probe(`${udsPath}_${VSOCK_PORT}`);
-    p.send(hello(readyStatus));
+    await probe(udsPath, readyStatus).connect();
     const r = await pending;
     expect(Date.now() - t0).toBeLessThan(10_000);
     expect(r.status).toBe(200);
@@ -393,7 +311,7 @@ describe('GET /v1/sandboxes/:id/readiness', () => {
 describe('readiness while the sandbox goes away', () => {
   it('ends a long-poll when its sandbox is unregistered', async () => {
     const { url } = await startCollector();
-    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(tmp, 'vm1.sock') });
+    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'vm1.sock') });
     const t0 = Date.now();
     const pending = call(url, 'GET', '/v1/sandboxes/vm1/readiness?wait=20000');
     await sleep(150);
@@ -407,31 +325,24 @@ describe('readiness while the sandbox goes away', () => {
 
 describe('discovery through the collector', () => {
   it('registers sockets matching --discover and unregisters them when they vanish', async () => {
-    fs.mkdirSync(path.join(tmp, 'fc', 'vm7'), { recursive: true });
-    const vmSock = path.join(tmp, 'fc', 'vm7', 'vsock.sock');
+    fs.mkdirSync(path.join(collectors.dir, 'fc', 'vm7'), { recursive: true });
+    const vmSock = path.join(collectors.dir, 'fc', 'vm7', 'vsock.sock');
     const firecracker = net.createServer();
     await new Promise<void>((resolve) => firecracker.listen(vmSock, resolve));
     try {
-      const { url } = await startCollector({ discover: `${tmp}/fc/*/vsock.sock` });
-      const deadline = Date.now() + 8000;
-      let list: Json[] = [];
-      while (Date.now() < deadline) {
-        list = (await call(url, 'GET', '/v1/sandboxes')).json!.sandboxes;
-        if (list.length) break;
-        await sleep(100);
-      }
+      const { url } = await startCollector({ discover: `${collectors.dir}/fc/*/vsock.sock` });
+      const sandboxes = async (): Promise<Json[]> => (await call(url, 'GET', '/v1/sandboxes')).json!.sandboxes;
+      const list = await waitFor('the socket to be discovered', async () => {
+        const found = await sandboxes();
+        return found.length ? found : null;
+      });
       expect(list.map((s) => s.id)).toEqual(['vm7']);
       const d = await call(url, 'GET', '/v1/sandboxes/vm7');
       expect(d.json).toMatchObject({ source: 'discover', udsPath: vmSock, socketPath: `${vmSock}_${VSOCK_PORT}` });
       expect(isSocket(`${vmSock}_${VSOCK_PORT}`)).toBe(true);
 
       await new Promise((r) => firecracker.close(r)); // the VM is gone: its socket file too
-      while (Date.now() < deadline + 8000) {
-        list = (await call(url, 'GET', '/v1/sandboxes')).json!.sandboxes;
-        if (!list.length) break;
-        await sleep(100);
-      }
-      expect(list).toEqual([]);
+      await waitFor('the sandbox to be unregistered', async () => (await sandboxes()).length === 0);
       expect(fs.existsSync(`${vmSock}_${VSOCK_PORT}`)).toBe(false);
     } finally {
       if (firecracker.listening) await new Promise((r) => firecracker.close(r));
@@ -442,17 +353,14 @@ describe('discovery through the collector', () => {
 describe('a probe session seen through the API', () => {
   it('shows the session in detail and its events in the history, with filters', async () => {
     const { url } = await startCollector();
-    const udsPath = path.join(tmp, 'vm1.sock');
+    const udsPath = path.join(collectors.dir, 'vm1.sock');
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath });
-    const p = await probe(`${udsPath}_${VSOCK_PORT}`);
-    p.send(
-      hello({
-        target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true },
-        listener: { port: 49983, bound: false },
-        phases: { reported: false, ready: false },
-      }),
-    );
-    expect(await p.until((m) => m.type === 'welcome')).toMatchObject({ ack: 0 });
+    const p = probe(udsPath, {
+      target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true },
+      listener: { port: 49983, bound: false },
+      phases: { reported: false, ready: false },
+    });
+    expect(await p.connect()).toBe(0);
     p.send({
       type: 'events',
       events: [
@@ -461,15 +369,17 @@ describe('a probe session seen through the API', () => {
         { kind: 'target.sample', seq: 3, t: 2300, pid: 42, state: 'S', threads: 7, rssKb: 1000, fds: 12, cpuMs: 5 },
       ],
     });
-    expect(await p.until((m) => m.type === 'ack')).toEqual({ type: 'ack', seq: 3 });
+    await p.waitAcked(3);
+    expect(p.received.filter((m) => m.type === 'ack')).toEqual([{ type: 'ack', seq: 3 }]);
 
     const d = await call(url, 'GET', '/v1/sandboxes/vm1');
+    const said = helloMessage(); // the client's hello, but for its version and clocks
     expect(d.json).toMatchObject({
       state: 'starting',
       generation: 1,
       connected: true,
       lastPhase: 'mmds',
-      probe: { instanceId: '0123456789abcdef', version: '0.1.0', bootId: 'boot-0001', generation: 1 },
+      probe: { instanceId: said.instanceId, version: 'test-client', bootId: said.bootId, generation: 1 },
       target: { pid: 42, name: 'envd', alive: true, threads: 7, rssKb: 1000, startedAtBootMs: 1000 },
       listener: { port: 49983, bound: false, sinceBootMs: null },
       readiness: { reportsPhases: true, ready: false },
@@ -529,18 +439,15 @@ describe('a probe session seen through the API', () => {
 
   it('dates kernel messages by the kernel, so old ones read at start-up raise nothing', async () => {
     const { url } = await startCollector();
-    const udsPath = path.join(tmp, 'vmk.sock');
+    const udsPath = path.join(collectors.dir, 'vmk.sock');
     await call(url, 'PUT', '/v1/sandboxes/vmk', { udsPath });
-    const p = await probe(`${udsPath}_${VSOCK_PORT}`);
     // Guest clock at the hello: 2,000 ms since boot; the target started at 1,800.
-    p.send(
-      hello({
-        target: { pid: 42, name: 'envd', startedAt: 1800, source: 'name', alive: true },
-        listener: { port: 49983, bound: false },
-        phases: { reported: false, ready: false },
-      }),
-    );
-    await p.until((m) => m.type === 'welcome');
+    const p = probe(udsPath, {
+      target: { pid: 42, name: 'envd', startedAt: 1800, source: 'name', alive: true },
+      listener: { port: 49983, bound: false },
+      phases: { reported: false, ready: false },
+    });
+    await p.connect();
     const old = 'Out of memory: Killed process 7 (envd) total-vm:1000kB';
     p.send({
       type: 'events',
@@ -551,7 +458,7 @@ describe('a probe session seen through the API', () => {
         { kind: 'kernel', seq: 2, t: 2150, what: 'oom', process: 'envd', pid: 7, message: old, kernelMs: 300 },
       ],
     });
-    await p.until((m) => m.type === 'ack' && m.seq === 2);
+    await p.waitAcked(2);
     let d = (await call(url, 'GET', '/v1/sandboxes/vmk')).json!;
     expect(d.conditions).toEqual([]);
     expect(d.kernel).toHaveLength(1);
@@ -563,7 +470,7 @@ describe('a probe session seen through the API', () => {
         { kind: 'kernel', seq: 3, t: 2300, what: 'segfault', process: 'envd', pid: 42, message: 'envd[42]: segfault at 0', kernelMs: 2290 },
       ],
     });
-    await p.until((m) => m.type === 'ack' && m.seq === 3);
+    await p.waitAcked(3);
     d = (await call(url, 'GET', '/v1/sandboxes/vmk')).json!;
     expect(d.conditions.map((c: Json) => c.name)).toEqual(['segfault']);
     expect(d.kernel).toHaveLength(2);
@@ -571,7 +478,7 @@ describe('a probe session seen through the API', () => {
 
   it('validates after, before, order, limit, kind and generation with 400s', async () => {
     const { url } = await startCollector();
-    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(tmp, 'vm1.sock') });
+    await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'vm1.sock') });
     for (const q of [
       'after=-1',
       'after=x',
@@ -601,7 +508,7 @@ describe('authentication', () => {
   it('requires the bearer token on every /v1 route, but not on /healthz', async () => {
     const { url } = await startCollector({ token: 's3cret' });
     const auth = { authorization: 'Bearer s3cret' };
-    const udsPath = path.join(tmp, 'vm1.sock');
+    const udsPath = path.join(collectors.dir, 'vm1.sock');
 
     expectError(await call(url, 'GET', '/v1/sandboxes'), 401, 'UNAUTHORIZED');
     expectError(await call(url, 'GET', '/v1/sandboxes', undefined, { authorization: 'Bearer wrong!' }), 401, 'UNAUTHORIZED');
@@ -629,7 +536,7 @@ describe('authentication', () => {
     expect(() => new Collector(options({ http: '[::]:0' }), log)).toThrow(/token/);
     expect(() => new Collector(options({ http: '10.1.2.3:7070' }), log)).toThrow(/token/);
     // nothing was created on the way
-    expect(fs.existsSync(dataDir)).toBe(false);
+    expect(fs.existsSync(options().dataDir)).toBe(false);
   });
 
   it('accepts a non-loopback --http with a token, and loopback without', async () => {
@@ -643,15 +550,13 @@ describe('authentication', () => {
 describe('restart', () => {
   it('restores registered sandboxes and listens again', async () => {
     const first = await startCollector();
-    const a = path.join(tmp, 'a.sock');
-    const b = path.join(tmp, 'b.sock');
+    const a = path.join(collectors.dir, 'a.sock');
+    const b = path.join(collectors.dir, 'b.sock');
     await call(first.url, 'PUT', '/v1/sandboxes/a', { udsPath: a });
     await call(first.url, 'PUT', '/v1/sandboxes/b', { udsPath: b });
     // one probe session, so sandbox a has generation 1
-    const p = await probe(`${a}_${VSOCK_PORT}`);
-    p.send(hello(readyStatus));
-    await p.until((m) => m.type === 'welcome');
-    await stopCollector(first.collector);
+    await probe(a, readyStatus).connect();
+    await collectors.stop(first.collector);
     expect(fs.existsSync(`${a}_${VSOCK_PORT}`)).toBe(false);
     expect(fs.existsSync(`${b}_${VSOCK_PORT}`)).toBe(false);
 
@@ -668,9 +573,7 @@ describe('restart', () => {
     expect(ev.json!.events.map((e: Json) => e.kind)).toEqual(['session.open', 'session.close']);
 
     // and a probe can connect again: the next session is generation 2
-    const p2 = await probe(`${a}_${VSOCK_PORT}`);
-    p2.send(hello(readyStatus));
-    await p2.until((m) => m.type === 'welcome');
+    await probe(a, readyStatus).connect();
     const r = await call(second.url, 'GET', '/v1/sandboxes/a/readiness');
     expect(r.status).toBe(200);
     expect(r.json).toMatchObject({ ready: true, generation: 2 });
@@ -685,13 +588,13 @@ describe('dashboard', () => {
     expect(r.headers.get('content-type')).toContain('text/plain');
     expect(r.text).toContain('dashboard not built');
     expect(r.text).toContain('make build');
-    expect(r.text).toContain(dashboardDir);
+    expect(r.text).toContain(options().dashboardDir);
   });
 
   it('serves index.html for / and /sandboxes/:id, and assets under /assets', async () => {
-    fs.writeFileSync(path.join(dashboardDir, 'index.html'), '<!doctype html><title>vsockdiag</title>');
-    fs.mkdirSync(path.join(dashboardDir, 'assets'));
-    fs.writeFileSync(path.join(dashboardDir, 'assets', 'app.js'), 'console.log(1)');
+    fs.writeFileSync(path.join(options().dashboardDir, 'index.html'), '<!doctype html><title>vsockdiag</title>');
+    fs.mkdirSync(path.join(options().dashboardDir, 'assets'));
+    fs.writeFileSync(path.join(options().dashboardDir, 'assets', 'app.js'), 'console.log(1)');
     const { url } = await startCollector();
     for (const route of ['/', '/sandboxes/vm1']) {
       const r = await call(url, 'GET', route);
@@ -707,9 +610,9 @@ describe('dashboard', () => {
   });
 
   it('refuses path traversal out of /assets', async () => {
-    fs.writeFileSync(path.join(dashboardDir, 'secret.txt'), 'SECRET');
-    fs.mkdirSync(path.join(dashboardDir, 'assets'));
-    fs.writeFileSync(path.join(dashboardDir, 'assets', 'ok.css'), 'body{}');
+    fs.writeFileSync(path.join(options().dashboardDir, 'secret.txt'), 'SECRET');
+    fs.mkdirSync(path.join(options().dashboardDir, 'assets'));
+    fs.writeFileSync(path.join(options().dashboardDir, 'assets', 'ok.css'), 'body{}');
     const { url } = await startCollector();
     expect((await rawGet(url, '/assets/ok.css')).status).toBe(200);
     for (const raw of [

@@ -5,30 +5,18 @@ import path from 'node:path';
 import {
   FrameDecoder,
   MAX_HELLO_FRAME_BYTES,
-  PROTOCOL_VERSION,
   ProtocolError,
   decodeCollectorMessage,
   encodeMessage,
   type CollectorMessage,
-  type Hello,
   type ProbeMessage,
 } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requestViaCommandPort } from '../src/collector/probe-dial.js';
 import { RequestError } from '../src/collector/requests.js';
+import { helloMessage } from '../../test/support/hello.js';
 
-const hello: Hello = {
-  type: 'hello',
-  protocol: PROTOCOL_VERSION,
-  probeVersion: '0.1.0',
-  instanceId: '0123456789abcdef',
-  generation: 2,
-  bootId: 'b0d5e1d0-0000-4000-8000-000000000000',
-  clocks: { wallMs: 1_700_000_000_000, sinceBootMs: 1234.5 },
-  lastSeq: 0,
-  config: { target: 'envd', expectPort: 49983 },
-  status: { target: null, listener: { port: 49983, bound: false }, phases: { reported: false, ready: false } },
-};
+const hello = helloMessage({ generation: 2 });
 
 const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {

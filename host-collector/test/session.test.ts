@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+// A fixed pause only where a test shows that nothing happens meanwhile.
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   FrameDecoder,
   MAX_FRAME_BYTES,
@@ -20,21 +22,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Budget, type BudgetLimits } from '../src/collector/budget.js';
 import { RequestError } from '../src/collector/requests.js';
 import { HELLO_TIMEOUT_MS, Session, type SessionHost } from '../src/collector/session.js';
+import { helloMessage } from '../../test/support/hello.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const log = pino({ level: 'silent' });
 
-const hello: Hello = {
-  type: 'hello',
-  protocol: PROTOCOL_VERSION,
-  probeVersion: '0.1.0',
-  instanceId: '0123456789abcdef',
-  generation: 1,
-  bootId: 'b0d5e1d0-0000-4000-8000-000000000000',
-  clocks: { wallMs: 1_700_000_000_000, sinceBootMs: 1234.5 },
-  lastSeq: 0,
-  config: { target: 'envd', expectPort: 49983 },
-  status: { target: null, listener: { port: 49983, bound: false }, phases: { reported: false, ready: false } },
-};
+const hello = helloMessage();
 
 const phase = (seq: number): ProbeEvent => ({ kind: 'phase', seq, t: 1000 + seq, name: `p${seq}` });
 const events = (...seqs: number[]): ProbeMessage => ({ type: 'events', events: seqs.map(phase) });
@@ -54,55 +47,28 @@ class FakeHost implements SessionHost {
   closes: Closed[] = [];
   /** Runs inside onHello, as the sandbox's verdict does (it may start a dump right there). */
   duringHello: ((s: Session) => void) | null = null;
-  private waiters: Array<() => void> = [];
 
   onHello(s: Session, h: Hello): number {
     this.hellos.push(h);
     this.duringHello?.(s);
-    this.wake();
     return this.ack;
   }
   onEvents(_s: Session, ev: ProbeEvent[], done: (err: Error | null) => void): void {
     this.batches.push({ events: ev, done });
-    this.wake();
   }
   onGap(_s: Session, from: number, to: number): void {
     this.gaps.push([from, to]);
-    this.wake();
   }
   onHeartbeat(_s: Session, sinceBootMs: number): void {
     this.heartbeats.push(sinceBootMs);
-    this.wake();
   }
   onClose(_s: Session, reason: string, code: string | null): void {
     this.closes.push({ reason, code });
-    this.wake();
-  }
-
-  /** Resolves once `cond` holds (checked after every host call), or fails after `ms`. */
-  until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-    if (cond()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-      const check = () => {
-        if (cond()) {
-          clearTimeout(timer);
-          resolve();
-        } else this.waiters.push(check);
-      };
-      this.waiters.push(check);
-    });
   }
 
   async closed(): Promise<Closed> {
-    await this.until(() => this.closes.length > 0, 'session close');
+    await waitFor('session close', () => this.closes.length > 0);
     return this.closes[0]!;
-  }
-
-  private wake(): void {
-    const w = this.waiters;
-    this.waiters = [];
-    for (const f of w) f();
   }
 }
 
@@ -110,17 +76,14 @@ class FakeHost implements SessionHost {
 class Probe {
   readonly received: CollectorMessage[] = [];
   ended = false;
-  private waiters: Array<() => void> = [];
   private readonly decoder = new FrameDecoder((body) => {
     this.received.push(decodeCollectorMessage(body));
-    this.wake();
   });
 
   constructor(readonly socket: net.Socket) {
     socket.on('data', (d: Buffer) => this.decoder.push(d));
     socket.on('close', () => {
       this.ended = true;
-      this.wake();
     });
     socket.on('error', () => {
       /* the collector may reset us */
@@ -140,29 +103,9 @@ class Probe {
     return this.received.filter((m) => m.type !== 'heartbeat');
   }
 
-  until(cond: () => boolean, what: string): Promise<void> {
-    if (cond()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), 5000);
-      const check = () => {
-        if (cond()) {
-          clearTimeout(timer);
-          resolve();
-        } else this.waiters.push(check);
-      };
-      this.waiters.push(check);
-    });
-  }
-
   async next(type: CollectorMessage['type']): Promise<CollectorMessage> {
-    await this.until(() => this.received.some((m) => m.type === type), type);
+    await waitFor(type, () => this.received.some((m) => m.type === type));
     return this.received.find((m) => m.type === type)!;
-  }
-
-  private wake(): void {
-    const w = this.waiters;
-    this.waiters = [];
-    for (const f of w) f();
   }
 }
 
@@ -202,8 +145,6 @@ async function connect(opts: { ack?: number; budget?: BudgetLimits } = {}) {
   return { host, probe, sessions, dial };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 describe('Session: hello', () => {
   it('answers hello with a welcome carrying the ack from onHello', async () => {
     const { host, probe, sessions } = await connect({ ack: 7 });
@@ -222,7 +163,7 @@ describe('Session: hello', () => {
     probe.send(events(1));
     expect(await host.closed()).toMatchObject({ code: 'ERR_UNEXPECTED', reason: expect.stringContaining('before hello') });
     expect(host.batches).toEqual([]);
-    await probe.until(() => probe.ended, 'socket close');
+    await waitFor('socket close', () => probe.ended);
   });
 
   it('rejects a heartbeat before hello too', async () => {
@@ -239,7 +180,7 @@ describe('Session: hello', () => {
     expect(c.code).toBe('ERR_VERSION');
     expect(host.hellos).toEqual([]);
     expect(probe.messages).toEqual([]);
-    await probe.until(() => probe.ended, 'socket close');
+    await waitFor('socket close', () => probe.ended);
   });
 
   it('sends a command asked for inside onHello after the welcome, never before it', async () => {
@@ -249,7 +190,7 @@ describe('Session: hello', () => {
       answer = s.request({ op: 'status' }, 5000);
     };
     probe.send(hello);
-    await probe.until(() => probe.messages.length >= 2, 'welcome and command');
+    await waitFor('welcome and command', () => probe.messages.length >= 2);
     expect(probe.messages.map((m) => m.type)).toEqual(['welcome', 'command']);
     const { id } = probe.messages[1] as { id: number };
     probe.send({ type: 'result', id, ok: true });
@@ -277,7 +218,7 @@ describe('Session: events and acks', () => {
     probe.send(hello);
     await probe.next('welcome');
     probe.send(events(1, 2, 3));
-    await host.until(() => host.batches.length === 1, 'onEvents');
+    await waitFor('onEvents', () => host.batches.length === 1);
     expect(host.batches[0]!.events.map((e) => e.seq)).toEqual([1, 2, 3]);
     await sleep(150);
     expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([]);
@@ -286,9 +227,9 @@ describe('Session: events and acks', () => {
     expect(await probe.next('ack')).toEqual({ type: 'ack', seq: 3 });
 
     probe.send(events(4));
-    await host.until(() => host.batches.length === 2, 'second onEvents');
+    await waitFor('second onEvents', () => host.batches.length === 2);
     host.batches[1]!.done(null);
-    await probe.until(() => probe.messages.filter((m) => m.type === 'ack').length === 2, 'second ack');
+    await waitFor('second ack', () => probe.messages.filter((m) => m.type === 'ack').length === 2);
     expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([
       { type: 'ack', seq: 3 },
       { type: 'ack', seq: 4 },
@@ -302,10 +243,10 @@ describe('Session: events and acks', () => {
     await probe.next('welcome');
     probe.send(events(1, 2));
     probe.send(events(3));
-    await host.until(() => host.batches.length === 2, 'two batches');
+    await waitFor('two batches', () => host.batches.length === 2);
     host.batches[0]!.done(null);
     host.batches[1]!.done(null);
-    await probe.until(() => probe.messages.filter((m) => m.type === 'ack').length === 2, 'acks');
+    await waitFor('acks', () => probe.messages.filter((m) => m.type === 'ack').length === 2);
     expect(probe.messages.filter((m) => m.type === 'ack').map((m) => (m as { seq: number }).seq)).toEqual([2, 3]);
   });
 
@@ -314,7 +255,7 @@ describe('Session: events and acks', () => {
     probe.send(hello);
     await probe.next('welcome');
     probe.send(events(6, 7));
-    await host.until(() => host.batches.length === 1, 'onEvents');
+    await waitFor('onEvents', () => host.batches.length === 1);
     expect(host.batches[0]!.events.map((e) => e.seq)).toEqual([6, 7]);
     expect(host.closes).toEqual([]);
   });
@@ -335,7 +276,7 @@ describe('Session: events and acks', () => {
     probe.send(events(2));
     expect((await host.closed()).code).toBe('ERR_UNEXPECTED');
     expect(host.batches).toEqual([]);
-    await probe.until(() => probe.ended, 'socket close');
+    await waitFor('socket close', () => probe.ended);
   });
 
   it('closes with ERR_UNEXPECTED on a skip inside a batch, delivering nothing of it', async () => {
@@ -362,10 +303,10 @@ describe('Session: events and acks', () => {
     probe.send(hello);
     await probe.next('welcome');
     probe.send(events(1));
-    await host.until(() => host.batches.length === 1, 'onEvents');
+    await waitFor('onEvents', () => host.batches.length === 1);
     host.batches[0]!.done(new Error('disk full'));
     expect(await host.closed()).toEqual({ reason: 'store commit failed', code: 'ERR_STORE' });
-    await probe.until(() => probe.ended, 'socket close');
+    await waitFor('socket close', () => probe.ended);
     expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([]);
   });
 
@@ -375,7 +316,7 @@ describe('Session: events and acks', () => {
     await probe.next('welcome');
     probe.send({ type: 'events', events: [] });
     probe.send(events(1));
-    await host.until(() => host.batches.length === 1, 'onEvents');
+    await waitFor('onEvents', () => host.batches.length === 1);
     expect(host.batches[0]!.events.map((e) => e.seq)).toEqual([1]);
   });
 
@@ -384,7 +325,7 @@ describe('Session: events and acks', () => {
     probe.send(hello);
     await probe.next('welcome');
     probe.send({ type: 'heartbeat', sinceBootMs: 4321 });
-    await host.until(() => host.heartbeats.length === 1, 'heartbeat');
+    await waitFor('heartbeat', () => host.heartbeats.length === 1);
     expect(host.heartbeats).toEqual([4321]);
   });
 });
@@ -396,7 +337,7 @@ describe('Session: gaps', () => {
     await probe.next('welcome');
     probe.send({ type: 'gap', from: 3, to: 10 });
     probe.send(events(11));
-    await host.until(() => host.batches.length === 1, 'events after gap');
+    await waitFor('events after gap', () => host.batches.length === 1);
     expect(host.gaps).toEqual([[3, 10]]);
     expect(host.batches[0]!.events.map((e) => e.seq)).toEqual([11]);
     expect(host.closes).toEqual([]);
@@ -428,7 +369,7 @@ describe('Session: hostile bytes', () => {
     // 0xc1 is never valid msgpack.
     probe.raw(frame(Buffer.from([0xc1, 0xc1, 0xc1])));
     expect((await host.closed()).code).toBe('ERR_MSGPACK');
-    await probe.until(() => probe.ended, 'socket close');
+    await waitFor('socket close', () => probe.ended);
   });
 
   it('closes with a schema error on valid msgpack of the wrong shape', async () => {
@@ -449,7 +390,7 @@ describe('Session: hostile bytes', () => {
     header.writeUInt32BE(MAX_FRAME_BYTES + 1, 0);
     probe.raw(header);
     expect((await host.closed()).code).toBe('ERR_FRAME_TOO_LARGE');
-    await probe.until(() => probe.ended, 'socket close');
+    await waitFor('socket close', () => probe.ended);
   });
 
   it('closes with ERR_FRAME_TOO_LARGE after hello too', async () => {
@@ -507,7 +448,7 @@ describe('Session: hostile bytes', () => {
     // A second close reports nothing more.
     sessions[0]!.close('again', 'ERR_IDLE');
     expect(host.closes).toEqual([{ reason: 'bye', code: null }]);
-    await probe.until(() => probe.ended, 'socket close');
+    await waitFor('socket close', () => probe.ended);
   });
 });
 
@@ -522,7 +463,7 @@ describe('Session: before hello', () => {
       reason: expect.stringContaining(`exceeds ${MAX_HELLO_FRAME_BYTES}`),
     });
     expect(sessions[0]!.isClosed).toBe(true);
-    await probe.until(() => probe.ended, 'socket close');
+    await waitFor('socket close', () => probe.ended);
   });
 
   it('takes full-size frames once the hello is accepted, even in the same write', async () => {
@@ -531,7 +472,7 @@ describe('Session: before hello', () => {
     const big = encodeMessage({ type: 'events', events: [{ kind: 'log.lines', seq: 1, t: 5, stream: 'stdout', lines }] });
     expect(big.length).toBeGreaterThan(MAX_HELLO_FRAME_BYTES);
     probe.raw(Buffer.concat([encodeMessage(hello), big]));
-    await host.until(() => host.batches.length === 1, 'the big batch');
+    await waitFor('the big batch', () => host.batches.length === 1);
     expect(host.batches[0]!.events[0]).toMatchObject({ kind: 'log.lines', lines });
     expect(host.closes).toEqual([]);
   });
@@ -540,10 +481,10 @@ describe('Session: before hello', () => {
     const { host, probe } = await connect();
     const started = Date.now();
     probe.raw(Buffer.from([0, 0, 1, 0, 0x85])); // half a frame, then nothing
-    await host.until(() => host.closes.length > 0, 'hello timeout', HELLO_TIMEOUT_MS + 10_000);
+    await waitFor('hello timeout', () => host.closes.length > 0, { timeoutMs: HELLO_TIMEOUT_MS + 10_000 });
     expect(host.closes[0]).toMatchObject({ code: 'ERR_UNEXPECTED', reason: `no hello within ${HELLO_TIMEOUT_MS} ms` });
     expect(Date.now() - started).toBeGreaterThanOrEqual(HELLO_TIMEOUT_MS - 50);
-    await probe.until(() => probe.ended, 'socket close');
+    await waitFor('socket close', () => probe.ended);
   });
 });
 
@@ -557,12 +498,12 @@ describe("Session: one budget for all of a sandbox's connections", () => {
       p.send(hello);
       await p.next('welcome');
       p.socket.end();
-      await host.until(() => host.closes.length === i, `close ${i}`);
+      await waitFor(`close ${i}`, () => host.closes.length === i);
       p = await dial();
     }
     expect(host.closes.map((c) => c.code)).toEqual([null, null, null, null]);
     p.send(hello); // each connection alone is far under the burst; together they are over it
-    await host.until(() => host.closes.length === 5, 'close 5');
+    await waitFor('close 5', () => host.closes.length === 5);
     expect(host.closes[4]).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('byte budget') });
     expect(host.hellos).toHaveLength(4);
   });
@@ -616,7 +557,7 @@ describe('Session: dump grants last as long as their request', () => {
     next.send({ ...hello, generation: 2 });
     await next.next('welcome');
     next.send(chunk(1, 0));
-    await host.until(() => host.closes.length === 2, 'second close');
+    await waitFor('second close', () => host.closes.length === 2);
     expect(host.closes[1]).toMatchObject({ code: 'ERR_RATE_LIMIT' });
   });
 });

@@ -1,10 +1,9 @@
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { FrameDecoder, decodeCollectorMessage, encodeMessage } from '@vsockdiag/proto';
-import { helloMessage } from '../../test/support/hello.js';
+import { ProbeClient } from '../../test/harness/probe-client.js';
+import { waitFor } from '../../test/support/wait.js';
 import type { CollectorOptions } from '../src/collector/collector.js';
 import { inProcessCollectors } from './support/collector.js';
 
@@ -25,39 +24,23 @@ async function client(
   const ws = new WebSocket(url.replace('http', 'ws'), { headers });
   closers.push(() => ws.terminate());
   const messages: any[] = [];
-  const waiters: Array<() => void> = [];
   ws.on('message', (d) => {
     messages.push(JSON.parse(d.toString()));
-    for (const w of waiters.splice(0)) w();
   });
   await new Promise((resolve, reject) => {
     ws.once('open', resolve);
     ws.once('error', reject);
   });
-  const next = (pred: (m: any) => boolean) =>
-    new Promise<any>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`no such message; got ${JSON.stringify(messages).slice(0, 400)}`)), 5000);
-      const check = () => {
-        const m = messages.find(pred);
-        if (m) {
-          clearTimeout(t);
-          resolve(m);
-        } else waiters.push(check);
-      };
-      check();
-    });
+  const next = (pred: (m: any) => boolean) => waitFor(`a message matching ${pred}`, () => messages.find(pred));
   return { ws, messages, next };
 }
 
-/** A minimal probe over the sandbox's socket: hello, then one phase event. */
-async function probe(socketPath: string): Promise<net.Socket> {
-  const s = net.connect({ path: socketPath });
-  closers.push(() => s.destroy());
-  await new Promise((r) => s.once('connect', r));
-  const dec = new FrameDecoder((b) => decodeCollectorMessage(b));
-  s.on('data', (d) => dec.push(d));
-  s.write(encodeMessage(helloMessage({ clocks: { wallMs: Date.now(), sinceBootMs: 1000 } })));
-  return s;
+/** A probe on the sandbox's socket that has said hello (its clock at 1,000 ms since boot). */
+async function probe(socketPath: string): Promise<ProbeClient> {
+  const p = new ProbeClient({ path: socketPath, sinceBootMs: () => 1000 });
+  closers.push(() => p.close());
+  await p.connect();
+  return p;
 }
 
 describe('/v1/stream', () => {
@@ -78,7 +61,7 @@ describe('/v1/stream', () => {
     const p = await probe(path.join(dir, 'v.sock_52000'));
     const changed = await c.next((m) => m.type === 'sandbox' && m.sandbox.state === 'booting');
     expect(changed.sandbox).toMatchObject({ id: 'a', connected: true });
-    p.write(encodeMessage({ type: 'events', events: [{ kind: 'phase', seq: 1, t: 1100, name: '<img src=x onerror=alert(1)>' }] }));
+    p.send({ type: 'events', events: [{ kind: 'phase', seq: 1, t: 1100, name: '<img src=x onerror=alert(1)>' }] });
     const ev = await c.next((m) => m.type === 'event' && m.event.kind === 'phase');
     expect(ev).toMatchObject({ id: 'a', event: { seq: 1, data: { name: '<img src=x onerror=alert(1)>' } } });
     await fetch(`${url}/v1/sandboxes/a`, { method: 'DELETE' });
@@ -144,20 +127,17 @@ describe('/v1/phases', () => {
         body: JSON.stringify({ udsPath: path.join(dir, 'v.sock') }),
       });
       const p = await probe(path.join(dir, 'v.sock_52000'));
-      await new Promise((r) => setTimeout(r, 50));
       const t0 = 2000;
-      p.write(
-        encodeMessage({
-          type: 'events',
-          events: [
-            { kind: 'phase', seq: 1, t: t0, name: 'router' },
-            { kind: 'phase', seq: 2, t: t0 + gaps[0], name: 'cgroup-manager' },
-            { kind: 'phase', seq: 3, t: t0 + gaps[0] + gaps[1], ready: true },
-          ],
-        }),
-      );
+      p.send({
+        type: 'events',
+        events: [
+          { kind: 'phase', seq: 1, t: t0, name: 'router' },
+          { kind: 'phase', seq: 2, t: t0 + gaps[0], name: 'cgroup-manager' },
+          { kind: 'phase', seq: 3, t: t0 + gaps[0] + gaps[1], ready: true },
+        ],
+      });
+      await p.waitAcked(3); // stored
     }
-    await new Promise((r) => setTimeout(r, 200));
     const body = (await (await fetch(`${url}/v1/phases`)).json()) as any;
     const cg = body.phases.find((p: any) => p.name === 'cgroup-manager');
     expect(cg).toMatchObject({ count: 2, maxMs: 400 });

@@ -17,22 +17,11 @@ import {
 } from '../src/connection.js';
 import { ProtocolError } from '../src/errors.js';
 import { FrameDecoder, frame } from '../src/frame.js';
-import { MAX_FRAME_BYTES, MAX_HELLO_FRAME_BYTES, PROTOCOL_VERSION } from '../src/limits.js';
-import type { CollectorMessage, Hello, ProbeMessage } from '../src/messages.js';
-import { initialStatus } from '../src/status.js';
+import { MAX_FRAME_BYTES, MAX_HELLO_FRAME_BYTES } from '../src/limits.js';
+import type { CollectorMessage, ProbeMessage } from '../src/messages.js';
+import { helloMessage } from '../../test/support/hello.js';
 
-const hello: Hello = {
-  type: 'hello',
-  protocol: PROTOCOL_VERSION,
-  probeVersion: 'test',
-  instanceId: 'test-instance-0001',
-  generation: 1,
-  bootId: 'boot-id',
-  clocks: { wallMs: 1_700_000_000_000, sinceBootMs: 1234 },
-  lastSeq: 0,
-  config: { target: 'envd', expectPort: 49983 },
-  status: initialStatus(49983),
-};
+const hello = helloMessage();
 
 /** A socket that records what is written and is driven by the test (emit 'data', 'end', …).
  *  Like a net.Socket, destroy() emits 'close' on the next tick. */

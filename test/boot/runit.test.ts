@@ -11,23 +11,21 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, allEvents, requireBuilt, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { describe, expect, it } from 'vitest';
+import { ROOT, allEvents, waitForState } from '../harness/collector.js';
+import { GUEST_HOST_DIR, bootUnavailable, runInNamespace, type Guest } from '../harness/guest-image.js';
 import { waitFor } from '../support/wait.js';
-import { buildFakeEnvd } from '../harness/fake-envd.js';
-import { GUEST_HOST_DIR, bootUnavailable, cachedImage, overlay, runInNamespace, type Guest, type Overlay } from '../harness/guest-image.js';
+import { bootBed, type BootBed } from './boot-bed.js';
 
 const unavailable = bootUnavailable();
 const ENVD_RUN = path.join(ROOT, 'deploy/guest/runit/envd-run.sh');
 
-let ov: Overlay | undefined;
-let collector: CollectorProcess | undefined;
-let guest: Guest | undefined;
+let bed: BootBed;
 
 /** A path of the image, as this machine sees it (Debian's /etc/service links to
  *  /etc/runit/runsvdir/default, absolutely). */
 const inImage = (p: string) =>
-  spawnSync('node', [path.join(ROOT, 'scripts/rootfs-tool.mjs'), 'resolve', ov!.root, p], { encoding: 'utf8' }).stdout.trim();
+  spawnSync('node', [path.join(ROOT, 'scripts/rootfs-tool.mjs'), 'resolve', bed.ov.root, p], { encoding: 'utf8' }).stdout.trim();
 
 /** What the next start runs: envd's flags, and the socket the probe reports to. */
 function configure(socketName: string, envdArgs: string): void {
@@ -55,10 +53,9 @@ function configure(socketName: string, envdArgs: string): void {
 
 async function start(id: string, socketName: string, envdArgs: string): Promise<Guest> {
   configure(socketName, envdArgs);
-  const r = await collector!.api('PUT', `/v1/sandboxes/${id}`, { udsPath: path.join(ov!.hostDir, socketName) });
-  expect(r.status, JSON.stringify(r.body)).toBe(201);
-  guest = await runInNamespace(ov!, ['runsvdir', '-P', '/etc/service']);
-  return guest;
+  await bed.register(id, socketName);
+  bed.guest = await runInNamespace(bed.ov, ['runsvdir', '-P', '/etc/service']);
+  return bed.guest;
 }
 
 /** A service's pid as runsv records it ('' while down). */
@@ -78,67 +75,53 @@ function diagnostics(): string {
       return `(${(err as Error).message})`;
     }
   };
-  return `--- probe log ---\n${read('/var/log/vsockdiag-probe/current')}\n--- envd stderr ---\n${read('/var/log/agentenv/envd.stderr.log')}\n--- runsvdir ---\n${guest?.console().slice(-2000) ?? ''}`;
+  return `--- probe log ---\n${read('/var/log/vsockdiag-probe/current')}\n--- envd stderr ---\n${read('/var/log/agentenv/envd.stderr.log')}\n--- runsvdir ---\n${bed.guest?.console().slice(-2000) ?? ''}`;
 }
 
 describe.skipIf(unavailable !== null)(`a runit guest (runsvdir in a namespace)${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
-  beforeAll(async () => {
-    requireBuilt();
-    const [image, envd] = await Promise.all([cachedImage(), buildFakeEnvd()]);
-    ov = overlay(image);
-    const r = spawnSync('bash', [path.join(ROOT, 'scripts/rootfs-install.sh'), ov.root, 'x64', 'runit'], { encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`rootfs-install failed: ${r.stderr}`);
-    expect(r.stdout).toContain('linked into /etc/service');
-    fs.copyFileSync(envd, path.join(ov.root, 'usr/bin/envd'));
-    fs.chmodSync(path.join(ov.root, 'usr/bin/envd'), 0o777);
+  bed = bootBed('runit', (_ov, installed) => {
+    expect(installed).toContain('linked into /etc/service');
     fs.mkdirSync(inImage('/etc/sv/envd'), { recursive: true });
     fs.symlinkSync('/etc/sv/envd', inImage('/etc/service/envd'));
-    collector = await startCollector({ args: ['--stall-after', '2s'] });
-  }, 15 * 60_000);
-
-  afterAll(async () => {
-    await guest?.stop();
-    await collector?.stop();
-    ov?.remove();
-  }, 60_000);
+  });
 
   it('a healthy start: envd waits for the probe, reports phases and READY=1, the sandbox is ready', async () => {
     await start('runit-healthy', 'healthy.sock', '');
     try {
-      const detail = await waitForState(collector!, 'runit-healthy', 'ready', 60_000);
+      const detail = await waitForState(bed.collector, 'runit-healthy', 'ready', 60_000);
       expect(detail.readiness).toMatchObject({ reportsPhases: true, ready: true });
       expect(String(detail.target.pid)).toBe(svPid('envd'));
       // The probe followed envd's stderr file from the start of this envd.
       await waitFor('the first phase line at the collector', async () =>
-        (await allEvents(collector!, 'runit-healthy', 'log.lines'))
+        (await allEvents(bed.collector, 'runit-healthy', 'log.lines'))
           .filter((e) => e.data.stream === 'file')
           .some((e) => e.data.lines.includes('envd startup: creating run directory /run/e2b')),
       );
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${diagnostics()}`);
     } finally {
-      await guest!.stop();
+      await bed.guest!.stop();
     }
   }, 120_000);
 
   it('a hung start is stuck with the phase lines from the file; the destructive dump comes from the file while runsv restarts envd', async () => {
     await start('runit-hung', 'hung.sock', '-hang-in cgroup-manager -no-notify');
     try {
-      const detail = await waitForState(collector!, 'runit-hung', 'stuck', 60_000);
+      const detail = await waitForState(bed.collector, 'runit-hung', 'stuck', 60_000);
       expect(detail.reason).toContain('last phase creating cgroup manager ("envd startup: creating cgroup manager")');
       const probePid = svPid('vsockdiag-probe');
       const envdPid = svPid('envd');
-      const r = await collector!.api('POST', '/v1/sandboxes/runit-hung/dumps', { mode: 'goroutines', destructive: true });
+      const r = await bed.collector.api('POST', '/v1/sandboxes/runit-hung/dumps', { mode: 'goroutines', destructive: true });
       expect(r.status, JSON.stringify(r.body)).toBe(201);
       expect(r.body).toMatchObject({ source: 'sigquit', complete: true, pid: Number(envdPid) });
-      const dump = (await collector!.api('GET', `/v1/sandboxes/runit-hung/dumps/${r.body.id}`)).body;
+      const dump = (await bed.collector.api('GET', `/v1/sandboxes/runit-hung/dumps/${r.body.id}`)).body;
       expect(dump.text).toContain('main.createCgroupManager');
       await waitFor('runsv to restart envd', () => svPid('envd') !== '' && svPid('envd') !== envdPid, { timeoutMs: 30_000 });
       const newPid = Number(svPid('envd'));
       await waitFor(
         'the new envd stuck again at the collector',
         async () => {
-          const d = (await collector!.api('GET', '/v1/sandboxes/runit-hung')).body;
+          const d = (await bed.collector.api('GET', '/v1/sandboxes/runit-hung')).body;
           return d.state === 'stuck' && d.target?.pid === newPid && d.lastPhase === 'creating cgroup manager';
         },
         { timeoutMs: 60_000 },

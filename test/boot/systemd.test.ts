@@ -13,27 +13,24 @@
 //     and the probe carries on across envd's restarts;
 //   - the live goroutine dump, read from envd's memory, leaves envd running.
 
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, allEvents, requireBuilt, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, allEvents, waitForState } from '../harness/collector.js';
+import { GUEST_HOST_DIR, bootSystemd, bootUnavailable, type Guest } from '../harness/guest-image.js';
 import { waitFor } from '../support/wait.js';
-import { buildFakeEnvd } from '../harness/fake-envd.js';
-import { GUEST_HOST_DIR, bootSystemd, bootUnavailable, cachedImage, overlay, type Guest, type Overlay } from '../harness/guest-image.js';
+import { bootBed, type BootBed } from './boot-bed.js';
 
 const unavailable = bootUnavailable();
 const UNITS = 'etc/systemd/system';
 /** A test-only drop-in may set only what a VM would not need: where the collector is. */
 const PROBE_TEST_DROPIN = 'vsockdiag-probe.service.d/zz-boot-test.conf';
 
-let ov: Overlay | undefined;
-let collector: CollectorProcess | undefined;
-let guest: Guest | undefined;
+let bed: BootBed;
 
 /** What the next boot runs: envd's flags, and the socket (in the bound folder) the probe reports to. */
 function configureBoot(socketName: string, envdArgs: string): void {
-  const root = ov!.root;
+  const root = bed.ov.root;
   fs.writeFileSync(path.join(root, 'etc/fake-envd.env'), `FAKE_ENVD_ARGS=${envdArgs}\n`);
   fs.mkdirSync(path.join(root, UNITS, path.dirname(PROBE_TEST_DROPIN)), { recursive: true });
   fs.writeFileSync(
@@ -48,28 +45,23 @@ function configureBoot(socketName: string, envdArgs: string): void {
   );
 }
 
-async function register(id: string, socketName: string): Promise<void> {
-  const r = await collector!.api('PUT', `/v1/sandboxes/${id}`, { udsPath: path.join(ov!.hostDir, socketName) });
-  expect(r.status, JSON.stringify(r.body)).toBe(201);
-}
-
 async function boot(): Promise<Guest> {
-  guest = await bootSystemd(ov!);
-  return guest;
+  bed.guest = await bootSystemd(bed.ov);
+  return bed.guest;
 }
 
-const show = (unit: string, prop: string) => guest!.exec(['systemctl', 'show', unit, '-p', prop, '--value']).trim();
+const show = (unit: string, prop: string) => bed.guest!.exec(['systemctl', 'show', unit, '-p', prop, '--value']).trim();
 
 /** The log-derived phases the collector stored: name, status and guest time (ms since boot). */
 async function logPhases(id: string): Promise<Array<{ name: string; status: string; t: number }>> {
-  const events = await allEvents(collector!, id, 'phase');
+  const events = await allEvents(bed.collector, id, 'phase');
   return events.filter((e) => e.data.source === 'log').map((e) => ({ name: e.data.name, status: e.data.status, t: e.tGuest }));
 }
 
 /** envd's unit entries in this boot's journal, as the probe reads them (message, monotonic µs). */
 function journalOfEnvd(): Array<{ message: string; monoUs: number }> {
-  return guest!
-    .exec(['journalctl', '-b', '-u', 'envd', '-o', 'json', '--output-fields=MESSAGE', '--all', '--no-pager'])
+  return bed
+    .guest!.exec(['journalctl', '-b', '-u', 'envd', '-o', 'json', '--output-fields=MESSAGE', '--all', '--no-pager'])
     .trim()
     .split('\n')
     .filter(Boolean)
@@ -79,29 +71,21 @@ function journalOfEnvd(): Array<{ message: string; monoUs: number }> {
 
 /** The journal lines the collector got from the probe, in order. */
 async function journalLinesAtCollector(id: string): Promise<string[]> {
-  const events = await allEvents(collector!, id, 'log.lines');
+  const events = await allEvents(bed.collector, id, 'log.lines');
   return events.filter((e) => e.data.stream === 'journal').flatMap((e) => e.data.lines as string[]);
 }
 
 /** Everything useful when a boot test fails: the guest's console and the probe's own log. */
 function diagnostics(): string {
-  const probeLog = guest?.tryExec(['journalctl', '-b', '-u', 'vsockdiag-probe', '--no-pager']).stdout ?? '';
-  return `--- probe journal ---\n${probeLog.slice(-4000)}\n--- console ---\n${guest?.console().slice(-4000) ?? ''}`;
+  const probeLog = bed.guest?.tryExec(['journalctl', '-b', '-u', 'vsockdiag-probe', '--no-pager']).stdout ?? '';
+  return `--- probe journal ---\n${probeLog.slice(-4000)}\n--- console ---\n${bed.guest?.console().slice(-4000) ?? ''}`;
 }
 
 describe.skipIf(unavailable !== null)(
   `a systemd guest booted with systemd-nspawn${unavailable ? ` (skipped: ${unavailable})` : ''}`,
   () => {
-    beforeAll(async () => {
-      requireBuilt();
-      const [image, envd] = await Promise.all([cachedImage(), buildFakeEnvd()]);
-      ov = overlay(image);
-      const root = ov.root;
-      const r = spawnSync('bash', [path.join(ROOT, 'scripts/rootfs-install.sh'), root, 'x64', 'systemd'], { encoding: 'utf8' });
-      if (r.status !== 0) throw new Error(`rootfs-install failed: ${r.stderr}`);
-      // E2B: /usr/bin/envd, mode 0777, under its own envd.service, enabled.
-      fs.copyFileSync(envd, path.join(root, 'usr/bin/envd'));
-      fs.chmodSync(path.join(root, 'usr/bin/envd'), 0o777);
+    bed = bootBed('systemd', ({ root }) => {
+      // E2B: /usr/bin/envd under its own envd.service, enabled.
       fs.copyFileSync(path.join(ROOT, 'test/boot/envd.service'), path.join(root, UNITS, 'envd.service'));
       fs.symlinkSync('../envd.service', path.join(root, UNITS, 'multi-user.target.wants/envd.service'));
       // The fake envd takes its flags from the command line: a test drop-in passes them.
@@ -109,21 +93,14 @@ describe.skipIf(unavailable !== null)(
         path.join(root, UNITS, 'envd.service.d/zz-boot-test.conf'),
         '# Test only: the fake envd flags for this boot.\n[Service]\nEnvironmentFile=-/etc/fake-envd.env\nExecStart=\nExecStart=/usr/bin/envd $FAKE_ENVD_ARGS\n',
       );
-      collector = await startCollector({ args: ['--stall-after', '2s'] });
-    }, 15 * 60_000);
-
-    afterAll(async () => {
-      await guest?.stop();
-      await collector?.stop();
-      ov?.remove();
-    }, 60_000);
+    });
 
     it('a healthy boot: the probe starts first, envd reports its phases and READY=1, the sandbox is ready', async () => {
       configureBoot('healthy.sock', '');
-      await register('healthy', 'healthy.sock');
+      await bed.register('healthy', 'healthy.sock');
       await boot();
       try {
-        const detail = await waitForState(collector!, 'healthy', 'ready', 60_000);
+        const detail = await waitForState(bed.collector, 'healthy', 'ready', 60_000);
         expect(detail.readiness).toMatchObject({ reportsPhases: true, ready: true });
         expect(detail.target.name).toBe('envd');
         // As installed: envd after the probe, with its notify socket; the probe reads envd's journal.
@@ -138,20 +115,20 @@ describe.skipIf(unavailable !== null)(
       } catch (err) {
         throw new Error(`${(err as Error).message}\n${diagnostics()}`);
       } finally {
-        await guest!.stop();
+        await bed.guest!.stop();
       }
     }, 120_000);
 
     describe('a boot where envd hangs in cgroup-manager and reports phases only in its log', () => {
       beforeAll(async () => {
         configureBoot('hung.sock', '-hang-in cgroup-manager -no-notify');
-        await register('hung', 'hung.sock');
+        await bed.register('hung', 'hung.sock');
         await boot();
       }, 120_000);
 
       it('is stuck, with the phase lines read from the journal at the times the journal gave them', async () => {
         try {
-          const detail = await waitForState(collector!, 'hung', 'stuck', 60_000);
+          const detail = await waitForState(bed.collector, 'hung', 'stuck', 60_000);
           expect(detail.reason).toContain(
             'nothing listening on :49983, last phase creating cgroup manager ("envd startup: creating cgroup manager")',
           );
@@ -171,17 +148,17 @@ describe.skipIf(unavailable !== null)(
         try {
           const probePid = show('vsockdiag-probe', 'MainPID');
           const journalctl = () => {
-            const kids = guest!
-              .exec(['cat', `/proc/${probePid}/task/${probePid}/children`])
+            const kids = bed
+              .guest!.exec(['cat', `/proc/${probePid}/task/${probePid}/children`])
               .trim()
               .split(' ')
               .filter(Boolean);
-            return kids.find((k) => guest!.tryExec(['cat', `/proc/${k}/comm`]).stdout.trim() === 'journalctl');
+            return kids.find((k) => bed.guest!.tryExec(['cat', `/proc/${k}/comm`]).stdout.trim() === 'journalctl');
           };
           const before = await waitFor('the probe to run journalctl', journalctl);
           // Kill it, and while the probe waits to start another (1 s), envd starts again and logs.
-          guest!.exec(['/bin/sh', '-c', `kill -KILL ${before}`]);
-          guest!.exec(['systemctl', 'restart', 'envd']);
+          bed.guest!.exec(['/bin/sh', '-c', `kill -KILL ${before}`]);
+          bed.guest!.exec(['systemctl', 'restart', 'envd']);
           const envdPid = Number(show('envd', 'MainPID'));
           await waitFor(
             'a new journalctl',
@@ -194,7 +171,7 @@ describe.skipIf(unavailable !== null)(
           await waitFor(
             'the restarted envd stuck at the collector',
             async () => {
-              const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
+              const d = (await bed.collector.api('GET', '/v1/sandboxes/hung')).body;
               return d.state === 'stuck' && d.target?.pid === envdPid && d.lastPhase === 'creating cgroup manager';
             },
             { timeoutMs: 60_000 },
@@ -221,11 +198,11 @@ describe.skipIf(unavailable !== null)(
           const probePid = show('vsockdiag-probe', 'MainPID');
           const envdPid = show('envd', 'MainPID');
           const restarts = Number(show('envd', 'NRestarts'));
-          const generation = (await collector!.api('GET', '/v1/sandboxes/hung')).body.generation;
-          const r = await collector!.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines', destructive: true });
+          const generation = (await bed.collector.api('GET', '/v1/sandboxes/hung')).body.generation;
+          const r = await bed.collector.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines', destructive: true });
           expect(r.status, JSON.stringify(r.body)).toBe(201);
           expect(r.body).toMatchObject({ source: 'sigquit', complete: true, pid: Number(envdPid) });
-          const dump = (await collector!.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
+          const dump = (await bed.collector.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
           expect(dump.text).toContain('SIGQUIT: quit');
           expect(dump.text).toContain('main.createCgroupManager');
           expect(dump.text).toMatch(/^goroutine 1 \[/m);
@@ -239,14 +216,14 @@ describe.skipIf(unavailable !== null)(
           await waitFor(
             'the new envd stuck again at the collector',
             async () => {
-              const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
+              const d = (await bed.collector.api('GET', '/v1/sandboxes/hung')).body;
               return d.state === 'stuck' && d.target?.pid === newPid && d.lastPhase === 'creating cgroup manager';
             },
             { timeoutMs: 60_000 },
           );
           expect(show('vsockdiag-probe', 'MainPID')).toBe(probePid);
           expect(show('vsockdiag-probe', 'NRestarts')).toBe('0');
-          const d = (await collector!.api('GET', '/v1/sandboxes/hung')).body;
+          const d = (await bed.collector.api('GET', '/v1/sandboxes/hung')).body;
           expect(d.connected).toBe(true);
           expect(d.generation).toBe(generation);
         } catch (err) {
@@ -258,10 +235,10 @@ describe.skipIf(unavailable !== null)(
         try {
           const envdPid = show('envd', 'MainPID');
           const restarts = show('envd', 'NRestarts');
-          const r = await collector!.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines' });
+          const r = await bed.collector.api('POST', '/v1/sandboxes/hung/dumps', { mode: 'goroutines' });
           expect(r.status, JSON.stringify(r.body)).toBe(201);
           expect(r.body).toMatchObject({ source: 'memory', complete: true, pid: Number(envdPid) });
-          const dump = (await collector!.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
+          const dump = (await bed.collector.api('GET', `/v1/sandboxes/hung/dumps/${r.body.id}`)).body;
           expect(dump.text).toContain('main.createCgroupManager');
           expect(show('envd', 'MainPID')).toBe(envdPid);
           expect(show('envd', 'NRestarts')).toBe(restarts);

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 
-export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 
 export function browserAvailable(): boolean {
   return fs.existsSync(CHROMIUM);

@@ -15,10 +15,10 @@ const execFileAsync = promisify(execFile);
 const testDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Source folder of the fixture. */
-export const fakeEnvdDir = path.join(testDir, 'fake-envd');
+const fakeEnvdDir = path.join(testDir, 'fake-envd');
 
 /** Where the built binary goes (gitignored). */
-export const fakeEnvdBinary = path.join(fakeEnvdDir, 'fake-envd');
+const fakeEnvdBinary = path.join(fakeEnvdDir, 'fake-envd');
 
 /** The phases fake-envd walks by default, in order (PHASE= values; see test/fake-envd/phases.go). */
 export const FAKE_ENVD_PHASES = [

@@ -5,6 +5,8 @@ import { promises as fsp, existsSync, statSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+// A fixed pause only where a test shows that nothing happens meanwhile.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   FC_MAX_CONNECTIONS,
@@ -16,6 +18,7 @@ import {
   hostPortPath,
   parseConnectLine,
 } from './firecracker.js';
+import { waitFor } from '../support/wait.js';
 
 // ---- cleanup: runs after every test, even a failed one --------------------------------------
 
@@ -31,16 +34,6 @@ afterEach(async () => {
 });
 
 // ---- helpers --------------------------------------------------------------------------------
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-async function until(cond: () => boolean, what = 'condition', timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
 
 /** One end of a stream, recording everything that happens to it. */
 class Peer {
@@ -134,7 +127,7 @@ async function startVm(opts: Partial<FirecrackerVsockOptions> = {}): Promise<Vm>
 async function hostConnect(udsPath: string, line: string): Promise<{ peer: Peer; localPort: number }> {
   const peer = await dial(udsPath);
   peer.socket.write(line);
-  await until(() => peer.text.includes('\n') || peer.closed, 'OK line');
+  await waitFor('OK line', () => peer.text.includes('\n') || peer.closed);
   const m = /^OK (\d+)\n/.exec(peer.text);
   if (!m) throw new Error(`no OK line, got ${JSON.stringify(peer.text)}`);
   return { peer, localPort: Number(m[1]) };
@@ -142,7 +135,7 @@ async function hostConnect(udsPath: string, line: string): Promise<{ peer: Peer;
 
 /** Asserts the stream closes having received nothing at all (EOF without OK). */
 async function expectClosedSilently(peer: Peer): Promise<void> {
-  await until(() => peer.gone, 'close');
+  await waitFor('close', () => peer.gone);
   expect(peer.text).toBe('');
 }
 
@@ -182,25 +175,25 @@ describe('guest-initiated connections', () => {
     expect(await vm.exposeHostPort(52000)).toBe(guestPath); // idempotent
 
     const guest = await dial(guestPath);
-    await until(() => host.peers.length === 1, 'host accept');
+    await waitFor('host accept', () => host.peers.length === 1);
     const h = host.peers[0]!;
     await sleep(50);
     expect(h.data.length).toBe(0); // nothing written by "Firecracker"
 
     guest.socket.write('ping');
-    await until(() => h.text === 'ping', 'ping at host');
+    await waitFor('ping at host', () => h.text === 'ping');
     h.socket.write('pong');
-    await until(() => guest.text === 'pong', 'pong at guest');
+    await waitFor('pong at guest', () => guest.text === 'pong');
 
     // Guest shuts down its write side: the host reads EOF but can still write back.
     guest.socket.end();
-    await until(() => h.ended, 'EOF at host');
+    await waitFor('EOF at host', () => h.ended);
     expect(guest.closed).toBe(false);
     h.socket.write(' after');
-    await until(() => guest.text === 'pong after', 'bytes after half-close');
+    await waitFor('bytes after half-close', () => guest.text === 'pong after');
     h.socket.end();
-    await until(() => guest.ended && guest.closed && h.closed, 'both closed');
-    await until(() => vm.stats().live === 0, 'live 0');
+    await waitFor('both closed', () => guest.ended && guest.closed && h.closed);
+    await waitFor('live 0', () => vm.stats().live === 0);
     expect(vm.stats()).toEqual({ guestInitiated: 1, hostInitiated: 0, refused: 0, live: 0 });
   });
 
@@ -210,7 +203,7 @@ describe('guest-initiated connections', () => {
     const payload = randomBytes(4 * 1024 * 1024);
     const guest = await dial(await vm.exposeHostPort(52000));
     guest.socket.end(payload); // immediately, then half-close
-    await until(() => guest.ended, 'echo EOF', 10_000);
+    await waitFor('echo EOF', () => guest.ended, { timeoutMs: 10_000 });
     expect(guest.data.equals(payload)).toBe(true);
     expect(host.peers).toHaveLength(1);
   });
@@ -219,17 +212,17 @@ describe('guest-initiated connections', () => {
     const { vm, udsPath } = await startVm();
     const host = await listenAt(hostPortPath(udsPath, 52000));
     const guest = await dial(await vm.exposeHostPort(52000));
-    await until(() => host.peers.length === 1, 'host accept');
+    await waitFor('host accept', () => host.peers.length === 1);
     // A closed host stream first reads as EOF (indistinguishable from a half-close)...
     host.peers[0]!.socket.destroy();
-    await until(() => guest.ended, 'EOF at guest');
+    await waitFor('EOF at guest', () => guest.ended);
     expect(vm.stats().live).toBe(1);
     // ...and the next write to it fails (EPIPE), which kills the connection (RST to the guest).
     guest.socket.write('anyone?');
-    await until(() => vm.stats().live === 0, 'connection killed');
+    await waitFor('connection killed', () => vm.stats().live === 0);
     // The guest stand-in was destroyed too: the guest's next write fails.
     guest.socket.write('still there?');
-    await until(() => guest.closed, 'guest write fails');
+    await waitFor('guest write fails', () => guest.closed);
   });
 
   it('destroys the guest connection when <uds_path>_<port> is missing', async () => {
@@ -265,7 +258,7 @@ describe('host-initiated connections', () => {
     const first = await hostConnect(udsPath, 'CONNECT 52001\n');
     expect(first.localPort).toBe(2 ** 30);
     first.peer.socket.write('hello');
-    await until(() => first.peer.text === `OK ${first.localPort}\nhello`, 'echo');
+    await waitFor('echo', () => first.peer.text === `OK ${first.localPort}\nhello`);
 
     // Bytes after the CONNECT line in the same write reach the guest after OK; so do bytes
     // written before OK arrives.
@@ -273,13 +266,13 @@ describe('host-initiated connections', () => {
     second.peer.socket.write('+more');
     expect(second.localPort).toBe(first.localPort + 1);
     expect(second.localPort).toBeLessThan(2 ** 31);
-    await until(() => second.peer.text === `OK ${second.localPort}\nearly+more`, 'early bytes echoed');
+    await waitFor('early bytes echoed', () => second.peer.text === `OK ${second.localPort}\nearly+more`);
     expect(guestListener.peers).toHaveLength(2);
     expect(guestListener.peers[1]!.text).toBe('early+more'); // the guest never sees the CONNECT line
 
     // Half-close host→guest: the echo ends its side, which comes back as EOF.
     second.peer.socket.end();
-    await until(() => second.peer.ended, 'EOF back from guest');
+    await waitFor('EOF back from guest', () => second.peer.ended);
     expect(vm.stats()).toMatchObject({ hostInitiated: 2, refused: 0 });
   });
 
@@ -311,7 +304,7 @@ describe('host-initiated connections', () => {
     const { vm, udsPath, refusals } = await startVm();
     const peer = await dial(udsPath);
     peer.socket.write('CONNECT 52002\n');
-    await until(() => peer.ended, 'EOF');
+    await waitFor('EOF', () => peer.ended);
     expect(peer.text).toBe('');
     expect(refusals).toEqual([{ initiator: 'host', port: 52002, reason: 'no-guest-listener' }]);
     expect(vm.stats()).toMatchObject({ hostInitiated: 0, refused: 1, live: 0 });
@@ -345,14 +338,14 @@ describe("halfClose: 'firecracker' (csm/connection.rs shutdown semantics)", () =
     const { vm, udsPath, guestDir } = await startVm({ halfClose: 'firecracker' });
     const guestListener = await listenAt(guestListenPath(guestDir, 52001));
     const { peer: host } = await hostConnect(udsPath, 'CONNECT 52001\n');
-    await until(() => guestListener.peers.length === 1, 'guest accept');
+    await waitFor('guest accept', () => guestListener.peers.length === 1);
     const guest = guestListener.peers[0]!;
 
     host.socket.end('request');
-    await until(() => guest.ended, 'EOF at guest');
+    await waitFor('EOF at guest', () => guest.ended);
     expect(guest.text).toBe('request');
     if (!guest.socket.destroyed) guest.socket.write('reply');
-    await until(() => host.gone && vm.stats().live === 0, 'connection removed');
+    await waitFor('connection removed', () => host.gone && vm.stats().live === 0);
     expect(host.text).not.toContain('reply');
   });
 
@@ -360,14 +353,14 @@ describe("halfClose: 'firecracker' (csm/connection.rs shutdown semantics)", () =
     const { vm, udsPath } = await startVm({ halfClose: 'firecracker' });
     const host = await listenAt(hostPortPath(udsPath, 52000));
     const guest = await dial(await vm.exposeHostPort(52000));
-    await until(() => host.peers.length === 1, 'host accept');
+    await waitFor('host accept', () => host.peers.length === 1);
     const h = host.peers[0]!;
 
     guest.socket.end('bye');
-    await until(() => h.ended, 'EOF at host');
+    await waitFor('EOF at host', () => h.ended);
     expect(h.text).toBe('bye');
     if (!h.socket.destroyed) h.socket.write('late');
-    await until(() => guest.gone && vm.stats().live === 0, 'connection removed');
+    await waitFor('connection removed', () => guest.gone && vm.stats().live === 0);
     expect(guest.text).toBe('');
   });
 });
@@ -379,28 +372,28 @@ describe('snapshot and fault models', () => {
     const guestListener = await listenAt(guestListenPath(guestDir, 52001), { echo: true });
 
     const guestOut = await dial(await vm.exposeHostPort(52000));
-    await until(() => host.peers.length === 1, 'host accept');
+    await waitFor('host accept', () => host.peers.length === 1);
     const hostIn = host.peers[0]!;
     const hostOut = await hostConnect(udsPath, 'CONNECT 52001\n');
-    await until(() => guestListener.peers.length === 1, 'guest accept');
+    await waitFor('guest accept', () => guestListener.peers.length === 1);
     const guestIn = guestListener.peers[0]!;
     expect(vm.stats().live).toBe(2);
 
     vm.reset();
     expect(vm.stats().live).toBe(0);
-    await until(() => guestOut.gone && hostIn.gone && hostOut.peer.gone && guestIn.gone, 'all four ends closed');
+    await waitFor('all four ends closed', () => guestOut.gone && hostIn.gone && hostOut.peer.gone && guestIn.gone);
 
     // The guest's listen socket and the emulator's listeners are still there.
     expect(existsSync(guestListenPath(guestDir, 52001))).toBe(true);
     const again = await hostConnect(udsPath, 'CONNECT 52001\n');
     expect(again.localPort).toBe(hostOut.localPort + 1);
     again.peer.socket.write('still here');
-    await until(() => again.peer.text.endsWith('still here'), 'echo after reset');
+    await waitFor('echo after reset', () => again.peer.text.endsWith('still here'));
 
     const guestAgain = await dial(vm.guestHostPath(52000));
-    await until(() => host.peers.length === 2, 'host accept after reset');
+    await waitFor('host accept after reset', () => host.peers.length === 2);
     guestAgain.socket.write('x');
-    await until(() => host.peers[1]!.text === 'x', 'bytes after reset');
+    await waitFor('bytes after reset', () => host.peers[1]!.text === 'x');
     expect(vm.stats()).toEqual({ guestInitiated: 2, hostInitiated: 2, refused: 0, live: 2 });
   });
 
@@ -410,10 +403,10 @@ describe('snapshot and fault models', () => {
     const guestListener = await listenAt(guestListenPath(guestDir, 52001));
 
     const guestOut = await dial(await vm.exposeHostPort(52000));
-    await until(() => host.peers.length === 1, 'host accept');
+    await waitFor('host accept', () => host.peers.length === 1);
     const hostIn = host.peers[0]!;
     const hostOut = await hostConnect(udsPath, 'CONNECT 52001\n');
-    await until(() => guestListener.peers.length === 1, 'guest accept');
+    await waitFor('guest accept', () => guestListener.peers.length === 1);
     const guestIn = guestListener.peers[0]!;
 
     vm.blackhole(true);
@@ -437,8 +430,8 @@ describe('snapshot and fault models', () => {
     vm.blackhole(false);
     guestOut.socket.write('found1');
     hostOut.peer.socket.write('found3');
-    await until(() => hostIn.text === 'found1', 'guest→host after blackhole');
-    await until(() => guestIn.text === 'found3', 'host→guest after blackhole');
+    await waitFor('guest→host after blackhole', () => hostIn.text === 'found1');
+    await waitFor('host→guest after blackhole', () => guestIn.text === 'found3');
   });
 
   it('moveUds() resets connections and moves guest-initiated connections to the new path', async () => {
@@ -449,20 +442,20 @@ describe('snapshot and fault models', () => {
     await listenAt(guestListenPath(guestDir, 52001), { echo: true });
 
     const before = await dial(await vm.exposeHostPort(52000));
-    await until(() => oldHost.peers.length === 1, 'old host accept');
+    await waitFor('old host accept', () => oldHost.peers.length === 1);
     const hostBefore = await hostConnect(udsPath, 'CONNECT 52001\n');
 
     await vm.moveUds(newPath);
     expect(vm.udsPath).toBe(newPath);
     expect(existsSync(udsPath)).toBe(false);
     expect(existsSync(newPath)).toBe(true);
-    await until(() => before.gone && oldHost.peers[0]!.gone && hostBefore.peer.gone, 'connections reset by restore');
+    await waitFor('connections reset by restore', () => before.gone && oldHost.peers[0]!.gone && hostBefore.peer.gone);
     await expect(dial(udsPath)).rejects.toMatchObject({ code: 'ENOENT' });
 
     const after = await dial(vm.guestHostPath(52000));
-    await until(() => newHost.peers.length === 1, 'new host accept');
+    await waitFor('new host accept', () => newHost.peers.length === 1);
     after.socket.write('moved');
-    await until(() => newHost.peers[0]!.text === 'moved', 'bytes via new path');
+    await waitFor('bytes via new path', () => newHost.peers[0]!.text === 'moved');
     expect(oldHost.peers).toHaveLength(1);
 
     const hostAfter = await hostConnect(newPath, 'CONNECT 52001\n');
@@ -477,13 +470,13 @@ describe('snapshot and fault models', () => {
 
     const g1 = await dial(guestPath);
     const h1 = await hostConnect(udsPath, 'CONNECT 52001\n');
-    await until(() => vm.stats().live === 2 && host.peers.length === 1, 'two live');
+    await waitFor('two live', () => vm.stats().live === 2 && host.peers.length === 1);
 
     // Guest side at the limit: Firecracker still connects to <uds_path>_<port>, then drops the
     // stream (add_connection fails) and resets the guest.
     const g2 = await dial(guestPath);
     await expectClosedSilently(g2);
-    await until(() => host.peers.length === 2 && host.peers[1]!.gone, 'dropped host stream');
+    await waitFor('dropped host stream', () => host.peers.length === 2 && host.peers[1]!.gone);
     expect(host.peers[1]!.text).toBe('');
 
     // Host side at the limit: accepted and dropped, no OK.
@@ -499,7 +492,7 @@ describe('snapshot and fault models', () => {
 
     // Free one slot: a new connection gets through.
     h1.peer.socket.destroy();
-    await until(() => vm.stats().live === 1, 'slot freed');
+    await waitFor('slot freed', () => vm.stats().live === 1);
     const h3 = await hostConnect(udsPath, 'CONNECT 52001\n');
     expect(h3.localPort).toBeGreaterThan(h1.localPort);
     expect(vm.stats().live).toBe(2);
@@ -531,13 +524,13 @@ describe('lifecycle', () => {
     const host = await listenAt(hostPortPath(udsPath, 52000));
     await listenAt(guestListenPath(guestDir, 52001), { echo: true });
     const guestOut = await dial(await vm.exposeHostPort(52000));
-    await until(() => host.peers.length === 1, 'host accept');
+    await waitFor('host accept', () => host.peers.length === 1);
     const hostOut = await hostConnect(udsPath, 'CONNECT 52001\n');
     const handshaking = await dial(udsPath); // never sends its CONNECT line
 
     await Promise.all([vm.close(), vm.close()]);
     await vm.close();
-    await until(() => guestOut.gone && host.peers[0]!.gone && hostOut.peer.gone && handshaking.gone, 'everything closed');
+    await waitFor('everything closed', () => guestOut.gone && host.peers[0]!.gone && hostOut.peer.gone && handshaking.gone);
     expect(existsSync(udsPath)).toBe(false);
     expect(existsSync(guestHostPath(guestDir, 52000))).toBe(false);
     // The guest's own listen socket is not the emulator's.

@@ -3,8 +3,9 @@
 // Integration tests use it in place of a real Firecracker. Everything is AF_UNIX stream
 // sockets under temporary directories: this module never creates an AF_VSOCK socket.
 //
-// What the host sees is Firecracker's exact contract (reference/envd-and-firecracker.md §2,
-// src/vmm/src/devices/virtio/vsock/unix/muxer.rs):
+// What the host sees is Firecracker's exact contract (its docs/vsock.md,
+// https://github.com/firecracker-microvm/firecracker/blob/main/docs/vsock.md, and
+// src/vmm/src/devices/virtio/vsock/unix/muxer.rs; docs/orchestrator.md §1 here):
 //   - guest-initiated: Firecracker connects to `<uds_path>_<port>` and writes nothing;
 //   - host-initiated: the host connects to `<uds_path>`, sends `CONNECT <port>\n` and reads
 //     `OK <local_port>\n` once the guest accepted.

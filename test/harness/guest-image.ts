@@ -16,9 +16,9 @@ import path from 'node:path';
 
 /** The image: Debian bookworm, minbase, with systemd (for the nspawn boot) and runit (for
  *  runsv in a namespace; it hooks nothing into systemd). */
-export const IMAGE = { suite: 'bookworm', variant: 'minbase', include: ['systemd', 'systemd-sysv', 'dbus', 'runit'] } as const;
+const IMAGE = { suite: 'bookworm', variant: 'minbase', include: ['systemd', 'systemd-sysv', 'dbus', 'runit'] } as const;
 /** Where the cached images live (one folder per package list). */
-export const CACHE_DIR = process.env.VSOCKDIAG_CACHE_DIR ?? '/var/cache/vsockdiag';
+const CACHE_DIR = process.env.VSOCKDIAG_CACHE_DIR ?? '/var/cache/vsockdiag';
 /** Where the guest sees the bound host folder. */
 export const GUEST_HOST_DIR = '/mnt/vdhost';
 const MMDEBSTRAP_TIMEOUT_MS = 10 * 60_000;

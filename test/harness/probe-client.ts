@@ -102,7 +102,8 @@ export class ProbeClient {
     return this.until(() => this.acked >= seq, timeoutMs, `ack ${seq}`);
   }
 
-  until(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  /** Resolves once `cond` holds after a message; fails after `timeoutMs` or on a close first. */
+  private until(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
     if (cond()) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no ${what} within ${timeoutMs} ms`)), timeoutMs);

@@ -1,8 +1,11 @@
 // The trust boundary is visible in the code: guest code never imports host code, host code
-// never imports guest code, and both share only proto/. The dashboard takes types from the
-// collector and proto, and values only from pure modules there (modules that import nothing
-// at run time, like the code catalogues and the duration formatter): so nothing of Node, the
-// collector or the wire codec reaches the browser bundle, yet a code is defined once.
+// never imports guest code, and both share only proto/. The same holds for each side's tests,
+// through whatever test helper they import: a guest test runs no collector code (a comparison
+// with the collector's parsers is an integration test, in test/integration/, which may import
+// both). The dashboard takes types from the collector and proto, and values only from pure
+// modules there (modules that import nothing at run time, like the code catalogues and the
+// duration formatter): so nothing of Node, the collector or the wire codec reaches the
+// browser bundle, yet a code is defined once.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -42,27 +45,68 @@ function pure(spec: string): boolean {
   return runtime.length === 0;
 }
 
+/**
+ * Every module `files` load, following relative imports (a package name such as
+ * `@vsockdiag/proto` is not followed: the rules below name the ones a side may not use),
+ * each with the chain of imports it was reached by.
+ */
+function reached(files: string[]): Map<string, string> {
+  const chains = new Map(files.map((f) => [f, path.relative(ROOT, f)]));
+  const queue = [...files];
+  for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
+    for (const spec of imports(file)) {
+      if (!spec.startsWith('.')) continue;
+      const next = sourceFile(resolved(file, spec));
+      if (next === null || chains.has(next)) continue;
+      chains.set(next, `${chains.get(file)} → ${path.relative(ROOT, next)}`);
+      queue.push(next);
+    }
+  }
+  return chains;
+}
+
 describe('trust boundary', () => {
+  const hostCode = [/^host-collector\//, /^@vsockdiag\/host-collector/, /^web-ui\//];
+  const guestCode = [/^guest-probe\//, /^@vsockdiag\/guest-probe/];
   const sides = [
-    { side: 'guest-probe/src', forbidden: [/^host-collector\//, /^@vsockdiag\/host-collector/, /^web-ui\//] },
-    { side: 'host-collector/src', forbidden: [/^guest-probe\//, /^@vsockdiag\/guest-probe/] },
-    { side: 'proto/src', forbidden: [/^guest-probe\//, /^host-collector\//, /^@vsockdiag\/(guest-probe|host-collector)/] },
+    { side: 'guest-probe/src', forbidden: hostCode },
+    { side: 'host-collector/src', forbidden: guestCode },
+    { side: 'proto/src', forbidden: [...hostCode, ...guestCode] },
+    // Tests: each side's own, proto and test/support, and harness modules that load neither side.
+    { side: 'guest-probe/test', forbidden: hostCode },
+    { side: 'host-collector/test', forbidden: guestCode },
+    { side: 'proto/test', forbidden: [...hostCode, ...guestCode] },
   ];
   for (const { side, forbidden } of sides) {
-    it(`${side} imports nothing from the other side`, () => {
+    it(`${side} loads nothing from the other side, directly or through what it imports`, () => {
       const files = sources(path.join(ROOT, side));
       expect(files.length).toBeGreaterThan(3);
+      const chains = reached(files);
       // The scan sees real imports (so an empty result below means something).
       expect(files.flatMap(imports).some((spec) => spec.startsWith('node:'))).toBe(true);
-      const bad = files.flatMap((f) =>
-        imports(f)
-          .map((spec) => resolved(f, spec))
-          .filter((spec) => forbidden.some((re) => re.test(spec)))
-          .map((spec) => `${path.relative(ROOT, f)} → ${spec}`),
-      );
+      const crosses = (spec: string) => forbidden.some((re) => re.test(spec));
+      // Each crossing once: where a chain first reaches the other side, not inside it.
+      const bad = [...chains]
+        .filter(([f]) => !crosses(path.relative(ROOT, f)))
+        .flatMap(([f, chain]) =>
+          imports(f)
+            .map((spec) => resolved(f, spec))
+            .filter(crosses)
+            .map((spec) => `${chain} → ${spec}`),
+        );
       expect(bad).toEqual([]);
     });
   }
+
+  it('follows imports through test helpers', () => {
+    const chains = reached([path.join(ROOT, 'host-collector/test/retention.test.ts')]);
+    expect(chains.get(path.join(ROOT, 'test/support/hello.ts'))).toBe(
+      'host-collector/test/retention.test.ts → test/harness/probe-client.ts → test/support/hello.ts',
+    );
+    // What keeps the Go reader's comparisons with the collector's parser out of guest-probe/test.
+    const live = reached([path.join(ROOT, 'test/integration/go-live.test.ts')]);
+    expect(live.has(path.join(ROOT, 'host-collector/src/dumps/goroutines.ts'))).toBe(true);
+  });
 
   it('test/support/ imports only Node, vitest and proto: guest tests use it too', () => {
     const files = sources(path.join(ROOT, 'test/support'));

@@ -10,6 +10,7 @@ import { ROOT, startCollector, waitForState, type CollectorProcess } from '../ha
 import { browserAvailable, launchBrowser } from '../harness/browser.js';
 import { DUMP_CHUNK_BYTES, type CollectorMessage } from '@vsockdiag/proto';
 import { ProbeClient } from '../harness/probe-client.js';
+import { waitFor } from '../support/wait.js';
 import { startSandbox, type Sandbox } from '../harness/sandbox.js';
 
 const SHOTS = path.join(ROOT, 'test/results/screenshots');
@@ -140,7 +141,7 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
       const bytes = Buffer.from(text);
       const made = collector.api('POST', '/v1/sandboxes/go127/dumps', { mode: 'goroutines' });
       const isCommand = (m: CollectorMessage): m is Extract<CollectorMessage, { type: 'command' }> => m.type === 'command';
-      await probe.until(() => probe.received.some(isCommand), 10_000, 'the dump command');
+      await waitFor('the dump command', () => probe.received.some(isCommand), { timeoutMs: 10_000 });
       const id = probe.received.filter(isCommand)[0]!.id;
       probe.send({ type: 'dump.chunk', id, index: 0, data: bytes.subarray(0, DUMP_CHUNK_BYTES) });
       probe.send({

@@ -3,39 +3,17 @@
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { describe, expect, it } from 'vitest';
+import { allEvents, waitForState } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
-import { namespacesAvailable, startSandbox, type Sandbox, type SandboxOptions } from '../harness/sandbox.js';
+import { testBed } from '../harness/testbed.js';
+import { namespacesAvailable } from '../harness/sandbox.js';
 
-let collector: CollectorProcess;
-let root: string;
-const sandboxes: Sandbox[] = [];
+const bed = testBed(['--stall-after', '1500ms', '--start-deadline', '30s', '--storm-threshold', '300', '--metrics-per-sandbox']);
+const { sandbox } = bed;
 
-beforeAll(async () => {
-  root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-'));
-  collector = await startCollector({
-    args: ['--stall-after', '1500ms', '--start-deadline', '30s', '--storm-threshold', '300', '--metrics-per-sandbox'],
-  });
-});
-afterEach(async () => {
-  await Promise.all(sandboxes.splice(0).map((s) => s.stop()));
-});
-afterAll(async () => {
-  await collector?.stop();
-  fs.rmSync(root, { recursive: true, force: true });
-});
-
-async function sandbox(opts: Omit<SandboxOptions, 'root'>): Promise<Sandbox> {
-  const sb = await startSandbox({ ...opts, root });
-  sandboxes.push(sb);
-  expect((await collector.api('PUT', `/v1/sandboxes/${opts.id}`, { udsPath: sb.udsPath })).status).toBe(201);
-  return sb;
-}
-
-const get = async (id: string) => (await collector.api('GET', `/v1/sandboxes/${id}`)).body;
+const get = async (id: string) => (await bed.collector.api('GET', `/v1/sandboxes/${id}`)).body;
 
 describe.skipIf(!namespacesAvailable())('evidence', () => {
   it('an MMDS poll storm raises socket-storm naming 169.254.169.254:80 (reason, API, /metrics)', async () => {
@@ -53,16 +31,15 @@ describe.skipIf(!namespacesAvailable())('evidence', () => {
     expect(storm.count).toBeGreaterThanOrEqual(300);
     expect(d.reason).toMatch(/socket-storm: [\d,]+ sockets to 169\.254\.169\.254:80/);
     expect(d.sockets.top[0]).toMatchObject({ address: '169.254.169.254', port: 80 });
-    const metrics = await (await fetch(`${collector.url}/metrics`)).text();
+    const metrics = await (await fetch(`${bed.collector.url}/metrics`)).text();
     expect(metrics).toMatch(/vsockdiag_sandbox_condition\{sandbox="storm",condition="socket-storm",subject="169\.254\.169\.254:80"\} \d+/);
-    expect(metrics).toMatch(/^vsockdiag_conditions\{condition="socket-storm"\} [1-9]/m);
-    const raised = await allEvents(collector, 'storm', 'condition');
+    const raised = await allEvents(bed.collector, 'storm', 'condition');
     expect(raised.some((e) => e.data.name === 'socket-storm' && e.data.raised)).toBe(true);
   });
 
   it('a fake envd that binds but never accepts is reported as not accepting', async () => {
     const sb = await sandbox({ id: 'noaccept', envd: ['-no-accept'], probeArgs: ['--health-url', 'http://127.0.0.1:49983/health'] });
-    const d = await waitForState(collector, 'noaccept', 'stuck', 20_000);
+    const d = await waitForState(bed.collector, 'noaccept', 'stuck', 20_000);
     expect(d.reason).toContain(`listening on :${sb.expectPort} but not accepting (`);
     expect(d.reason).toMatch(/connections? waiting in the accept queue/);
     expect(d.listener.acceptQueue).toBeGreaterThanOrEqual(1);
@@ -76,7 +53,7 @@ describe.skipIf(!namespacesAvailable())('evidence', () => {
       envd: ['-listen-first', '-hang-in', 'api'],
       probeArgs: ['--health-url', 'http://127.0.0.1:49983/health'],
     });
-    const d = await waitForState(collector, 'listenfirst', 'stuck', 20_000);
+    const d = await waitForState(bed.collector, 'listenfirst', 'stuck', 20_000);
     expect(d.reason).toContain(`listening on :${sb.expectPort} but start-up never finished (no READY=1)`);
     expect(d.reason).toContain('last phase api');
     // The listener answers its health check: "listening but init incomplete", not "not answering".
@@ -85,55 +62,57 @@ describe.skipIf(!namespacesAvailable())('evidence', () => {
 
   it("a wrapped envd's phases come from its log lines, and its exit status arrives", async () => {
     await sandbox({ id: 'wrapped', mode: 'wrap', envd: ['-no-notify', '-crash-in', 'api'] });
-    const d = await waitForState(collector, 'wrapped', 'exited', 20_000);
+    const d = await waitForState(bed.collector, 'wrapped', 'exited', 20_000);
     expect(d.target.exitCode).toBe(1);
-    const phases = (await allEvents(collector, 'wrapped', 'phase')).map((e) => e.data);
+    const phases = (await allEvents(bed.collector, 'wrapped', 'phase')).map((e) => e.data);
     expect(phases.every((p) => p.source === 'log')).toBe(true);
     expect(phases.map((p) => p.name)).toContain('creating cgroup manager');
     expect(phases.at(-1).name).toBe('creating API store');
-    const lines = (await allEvents(collector, 'wrapped', 'log.lines')).flatMap((e) => e.data.lines);
+    const lines = (await allEvents(bed.collector, 'wrapped', 'log.lines')).flatMap((e) => e.data.lines);
     expect(lines).toContain('envd startup: creating API store');
     expect(d.reason).toContain('exited with status 1');
   });
 
   it('an OOM kill in the kernel log reaches the sandbox events and conditions', async () => {
-    const kmsg = path.join(root, 'kmsg.txt');
+    const kmsg = path.join(bed.root, 'kmsg.txt');
     fs.writeFileSync(kmsg, '6,1,1000,-;Linux version 6.1\n');
     const sb = await sandbox({ id: 'oom', envd: ['-hang-in', 'api'], probeArgs: ['--kmsg', kmsg] });
-    await waitForState(collector, 'oom', ['starting', 'stuck']);
+    await waitForState(bed.collector, 'oom', ['starting', 'stuck']);
     const [envdPid] = sb.pidsOf(path.join('fake-envd', 'fake-envd'));
     // Stamped like the kernel would stamp it now (µs since boot): the collector dates kernel
     // messages by that stamp, and only those during the target's life raise a condition.
     const nowUs = Math.round(Number.parseFloat(fs.readFileSync('/proc/uptime', 'utf8')) * 1e6);
     fs.appendFileSync(kmsg, `3,2,${nowUs},-;Out of memory: Killed process ${envdPid} (fake-envd) total-vm:1000kB, anon-rss:900kB\n`);
-    const e = await waitFor('kernel event', async () => (await allEvents(collector, 'oom', 'kernel'))[0]);
+    const e = await waitFor('kernel event', async () => (await allEvents(bed.collector, 'oom', 'kernel'))[0]);
     expect(e.data).toMatchObject({ what: 'oom', process: 'fake-envd' });
     expect((await get('oom')).conditions.some((c: any) => c.name === 'oom')).toBe(true);
   });
 
   it("phases reported with Debian's systemd-notify arrive", async () => {
     const sb = await sandbox({ id: 'sdnotify', envd: ['-hang-in', 'api', '-no-notify'] });
-    await waitForState(collector, 'sdnotify', ['starting', 'stuck']);
+    await waitForState(bed.collector, 'sdnotify', ['starting', 'stuck']);
     const r = spawnSync('systemd-notify', ['--status=envd startup: from systemd-notify', 'PHASE=sd-notify-phase'], {
       env: { ...process.env, NOTIFY_SOCKET: sb.notifySocket },
       encoding: 'utf8',
     });
     expect(r.status, r.stderr).toBe(0);
     const p = await waitFor('the phase', async () =>
-      (await allEvents(collector, 'sdnotify', 'phase')).find((e) => e.data.name === 'sd-notify-phase'),
+      (await allEvents(bed.collector, 'sdnotify', 'phase')).find((e) => e.data.name === 'sd-notify-phase'),
     );
     expect(p.data).toMatchObject({ status: 'envd startup: from systemd-notify', source: 'notify' });
   });
 
   it('attach mode: phase lines appended to a followed log file arrive', async () => {
-    const log = path.join(root, 'envd.stderr.log');
+    const log = path.join(bed.root, 'envd.stderr.log');
     fs.writeFileSync(log, 'envd startup: from a previous boot\n');
     await sandbox({ id: 'attach', envd: ['-hang-in', 'api', '-no-notify'], probeArgs: ['--log-file', log] });
-    await waitForState(collector, 'attach', ['starting', 'stuck']);
+    await waitForState(bed.collector, 'attach', ['starting', 'stuck']);
     fs.appendFileSync(log, 'noise\nenvd startup: opening cgroup manager\n');
-    const p = await waitFor('the phase', async () => (await allEvents(collector, 'attach', 'phase')).find((e) => e.data.source === 'log'));
+    const p = await waitFor('the phase', async () =>
+      (await allEvents(bed.collector, 'attach', 'phase')).find((e) => e.data.source === 'log'),
+    );
     expect(p.data.name).toBe('opening cgroup manager');
-    const all = (await allEvents(collector, 'attach', 'phase')).map((e) => e.data.name);
+    const all = (await allEvents(bed.collector, 'attach', 'phase')).map((e) => e.data.name);
     expect(all).not.toContain('from a previous boot');
   });
 

@@ -13,6 +13,7 @@ import { DUMP_CHUNK_BYTES, type CollectorMessage } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startCollector, type CollectorProcess } from '../harness/collector.js';
 import { ProbeClient } from '../harness/probe-client.js';
+import { waitFor } from '../support/wait.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -67,7 +68,7 @@ const commands = (p: ProbeClient) => p.received.filter((m): m is Extract<Collect
 async function hostileAnswer(s: Setup, bytes: Buffer): Promise<{ status: number; body: any }> {
   const seen = commands(s.evil).length;
   const made = s.collector.api('POST', '/v1/sandboxes/evil/dumps', { mode: 'goroutines' });
-  await s.evil.until(() => commands(s.evil).length > seen, 10_000, 'the dump command');
+  await waitFor('the dump command', () => commands(s.evil).length > seen, { timeoutMs: 10_000 });
   const id = commands(s.evil)[seen]!.id;
   let index = 0;
   for (let at = 0; at < bytes.length; at += DUMP_CHUNK_BYTES) {
@@ -114,18 +115,23 @@ async function goodStillConnected(s: Setup): Promise<void> {
   expect(s.collector.logs()).not.toContain('"code":"ERR_IDLE"');
 }
 
+/** The dump answered twice; the second read back (its detail and raw bytes) and diffed, by
+ *  default or `against` the first by id. */
+async function storedTwice(s: Setup, bytes: Buffer, { against = false } = {}) {
+  const first = await hostileAnswer(s, bytes);
+  const second = await hostileAnswer(s, bytes);
+  const at = `/v1/sandboxes/evil/dumps/${second.body.id}`;
+  const detail = await s.collector.api('GET', at);
+  const raw = Buffer.from(await (await fetch(`${s.collector.url}${at}/raw`)).arrayBuffer());
+  const diff = await s.collector.api('GET', `${at}/diff${against ? `?against=${first.body.id}` : ''}`);
+  return { first, second, detail, raw, diff };
+}
+
 describe('a hostile dump', () => {
   it('is stored, read back and diffed while /healthz stays prompt and a good sandbox stays connected', async () => {
     const s = await setup();
     const bytes = hostileDump();
-    const { result, worstMs } = await whileWatchingHealthz(s.collector.url, async () => {
-      const first = await hostileAnswer(s, bytes);
-      const second = await hostileAnswer(s, bytes);
-      const detail = await s.collector.api('GET', `/v1/sandboxes/evil/dumps/${second.body.id}`);
-      const raw = Buffer.from(await (await fetch(`${s.collector.url}/v1/sandboxes/evil/dumps/${second.body.id}/raw`)).arrayBuffer());
-      const diff = await s.collector.api('GET', `/v1/sandboxes/evil/dumps/${second.body.id}/diff`);
-      return { first, second, detail, raw, diff };
-    });
+    const { result, worstMs } = await whileWatchingHealthz(s.collector.url, () => storedTwice(s, bytes));
     console.log(
       `two ${(bytes.length / 1e6).toFixed(1)} MB hostile dumps stored, read and diffed; slowest /healthz ${worstMs.toFixed(0)} ms`,
     );
@@ -148,14 +154,7 @@ describe('a hostile dump', () => {
   it('over the analysis time limit is stored with its text, not analysed; its diff fails with ANALYSIS_TIMEOUT', async () => {
     const s = await setup(['--dump-analysis-limit', '1ms']);
     const bytes = hostileDump();
-    const { result, worstMs } = await whileWatchingHealthz(s.collector.url, async () => {
-      const first = await hostileAnswer(s, bytes);
-      const second = await hostileAnswer(s, bytes);
-      const detail = await s.collector.api('GET', `/v1/sandboxes/evil/dumps/${second.body.id}`);
-      const raw = Buffer.from(await (await fetch(`${s.collector.url}/v1/sandboxes/evil/dumps/${second.body.id}/raw`)).arrayBuffer());
-      const diff = await s.collector.api('GET', `/v1/sandboxes/evil/dumps/${second.body.id}/diff?against=${first.body.id}`);
-      return { second, detail, raw, diff };
-    });
+    const { result, worstMs } = await whileWatchingHealthz(s.collector.url, () => storedTwice(s, bytes, { against: true }));
     expect(worstMs).toBeLessThan(PROMPT_MS);
     await goodStillConnected(s);
 

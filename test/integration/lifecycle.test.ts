@@ -3,46 +3,22 @@
 // vsock device to a real collector; verdicts are read from the API and the CLI.
 
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { cli, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { describe, expect, it } from 'vitest';
+import { cli, startCollector, waitForState } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
-import { startSandbox, type Sandbox, type SandboxOptions } from '../harness/sandbox.js';
+import { testBed } from '../harness/testbed.js';
 import { FAKE_ENVD_PHASES } from '../harness/fake-envd.js';
 
-let collector: CollectorProcess;
-let root: string;
-const sandboxes: Sandbox[] = [];
-
-beforeAll(async () => {
-  root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-'));
-  collector = await startCollector({ args: ['--stall-after', '1500ms', '--start-deadline', '20s'] });
-});
-
-afterEach(async () => {
-  await Promise.all(sandboxes.splice(0).map((s) => s.stop()));
-});
-
-afterAll(async () => {
-  await collector?.stop();
-  fs.rmSync(root, { recursive: true, force: true });
-});
-
-async function sandbox(opts: Omit<SandboxOptions, 'root'>): Promise<Sandbox> {
-  const sb = await startSandbox({ ...opts, root });
-  sandboxes.push(sb);
-  const r = await collector.api('PUT', `/v1/sandboxes/${opts.id}`, { udsPath: sb.udsPath });
-  expect(r.status).toBe(201);
-  return sb;
-}
+const bed = testBed(['--stall-after', '1500ms', '--start-deadline', '20s']);
+const { sandbox } = bed;
 
 describe('a sandbox through its life', () => {
   it('healthy envd → ready, and wait-ready exits 0', async () => {
     const sb = await sandbox({ id: 'healthy', envd: [] });
-    const res = await cli(collector, ['wait-ready', 'healthy', '--timeout', '20s']);
+    const res = await cli(bed.collector, ['wait-ready', 'healthy', '--timeout', '20s']);
     expect(res.code, res.stderr + sb.output()).toBe(0);
-    const d = (await collector.api('GET', '/v1/sandboxes/healthy')).body;
+    const d = (await bed.collector.api('GET', '/v1/sandboxes/healthy')).body;
     expect(d.state).toBe('ready');
     expect(d.reason).toMatch(/fake-envd \(pid \d+\) listening on :\d+ since .* READY=1/);
     expect(d.listener.bound).toBe(true);
@@ -57,17 +33,17 @@ describe('a sandbox through its life', () => {
 
   it('envd hung in phase cgroup-manager → stuck, naming the target, the port and the phase; wait-ready exits 3', async () => {
     const sb = await sandbox({ id: 'hung', envd: ['-hang-in', 'cgroup-manager'] });
-    const res = await cli(collector, ['wait-ready', 'hung', '--timeout', '20s']);
+    const res = await cli(bed.collector, ['wait-ready', 'hung', '--timeout', '20s']);
     expect(res.code, res.stderr + sb.output()).toBe(3);
-    const d = await waitForState(collector, 'hung', 'stuck');
+    const d = await waitForState(bed.collector, 'hung', 'stuck');
     expect(d.reason).toContain('fake-envd alive');
     expect(d.reason).toContain(`nothing listening on :${sb.expectPort}`);
     expect(d.reason).toContain('last phase cgroup-manager');
     expect(d.target.alive).toBe(true);
     // The verdict came from the stall timer, shortly after the 1.5 s stall threshold.
-    const events = (await collector.api('GET', '/v1/sandboxes/hung/events?kind=state')).body.events;
+    const events = (await bed.collector.api('GET', '/v1/sandboxes/hung/events?kind=state')).body.events;
     const stuck = events.find((e: any) => e.data.state === 'stuck');
-    const phases = (await collector.api('GET', '/v1/sandboxes/hung/events?kind=phase')).body.events;
+    const phases = (await bed.collector.api('GET', '/v1/sandboxes/hung/events?kind=phase')).body.events;
     const lastPhase = phases.at(-1);
     const lag = Date.parse(stuck.at) - Date.parse(lastPhase.at);
     expect(lag).toBeGreaterThanOrEqual(1400);
@@ -76,51 +52,51 @@ describe('a sandbox through its life', () => {
 
   it('envd crashing in a phase → exited with its exit status', async () => {
     await sandbox({ id: 'crash', envd: ['-crash-in', 'api'], mode: 'wrap' });
-    const d = await waitForState(collector, 'crash', 'exited');
+    const d = await waitForState(bed.collector, 'crash', 'exited');
     expect(d.target.exitCode).toBe(1);
     expect(d.reason).toMatch(/exited with status 1, last phase api/);
-    const res = await cli(collector, ['wait-ready', 'crash', '--timeout', '5s']);
+    const res = await cli(bed.collector, ['wait-ready', 'crash', '--timeout', '5s']);
     expect(res.code).toBe(3);
   });
 
   it('a killed probe → silent', async () => {
     const sb = await sandbox({ id: 'killed', envd: ['-hang-in', 'api'] });
-    await waitForState(collector, 'killed', ['starting', 'stuck']);
+    await waitForState(bed.collector, 'killed', ['starting', 'stuck']);
     const [probePid] = sb.pidsOf('vsockdiag-probe');
     expect(probePid).toBeGreaterThan(0);
     process.kill(probePid!, 'SIGKILL');
-    const d = await waitForState(collector, 'killed', 'silent');
+    const d = await waitForState(bed.collector, 'killed', 'silent');
     expect(d.reason).toMatch(/probe silent since/);
     expect(d.connected).toBe(false);
   });
 
   it('ls and status show the fleet from the CLI', async () => {
     await sandbox({ id: 'cli-a', envd: [] });
-    await waitForState(collector, 'cli-a', 'ready');
-    const ls = await cli(collector, ['ls', '--json']);
+    await waitForState(bed.collector, 'cli-a', 'ready');
+    const ls = await cli(bed.collector, ['ls', '--json']);
     expect(ls.code).toBe(0);
     const list = JSON.parse(ls.stdout);
     expect(list.find((s: any) => s.id === 'cli-a').state).toBe('ready');
-    const st = await cli(collector, ['status', 'cli-a']);
+    const st = await cli(bed.collector, ['status', 'cli-a']);
     expect(st.stdout).toMatch(/cli-a\s+ready/);
     expect(st.stdout).toContain('READY=1');
-    const filtered = JSON.parse((await cli(collector, ['ls', '--state', 'ready', '--json'])).stdout);
+    const filtered = JSON.parse((await cli(bed.collector, ['ls', '--state', 'ready', '--json'])).stdout);
     expect(filtered.every((s: any) => s.state === 'ready')).toBe(true);
-    const missing = await cli(collector, ['status', 'nope']);
+    const missing = await cli(bed.collector, ['status', 'nope']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('NOT_FOUND');
   });
 
   it('registration through the CLI, and unregistration', async () => {
-    const dir = fs.mkdtempSync(path.join(root, 'reg-'));
-    const reg = await cli(collector, ['register', 'via-cli', '--uds', path.join(dir, 'v.sock')]);
+    const dir = fs.mkdtempSync(path.join(bed.root, 'reg-'));
+    const reg = await cli(bed.collector, ['register', 'via-cli', '--uds', path.join(dir, 'v.sock')]);
     expect(reg.code, reg.stderr).toBe(0);
     expect(fs.existsSync(path.join(dir, 'v.sock_52000'))).toBe(true);
-    await waitFor('registered state', async () => (await collector.api('GET', '/v1/sandboxes/via-cli')).body.state === 'registered');
-    const un = await cli(collector, ['unregister', 'via-cli']);
+    await waitFor('registered state', async () => (await bed.collector.api('GET', '/v1/sandboxes/via-cli')).body.state === 'registered');
+    const un = await cli(bed.collector, ['unregister', 'via-cli']);
     expect(un.code).toBe(0);
     expect(fs.existsSync(path.join(dir, 'v.sock_52000'))).toBe(false);
-    expect((await collector.api('GET', '/v1/sandboxes/via-cli')).status).toBe(404);
+    expect((await bed.collector.api('GET', '/v1/sandboxes/via-cli')).status).toBe(404);
   });
 });
 

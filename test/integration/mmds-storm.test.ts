@@ -13,10 +13,11 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { waitForState } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
-import { MMDS_ADDR, MMDS_IP, namespacesAvailable, startSandbox, type Sandbox, type SandboxOptions } from '../harness/sandbox.js';
+import { testBed } from '../harness/testbed.js';
+import { MMDS_ADDR, MMDS_IP, namespacesAvailable, startSandbox, type Sandbox } from '../harness/sandbox.js';
 
 const canIsolate = namespacesAvailable();
 if (!canIsolate) {
@@ -137,18 +138,6 @@ const netns = (procDir: string) => fs.readlinkSync(path.join(procDir, 'ns/net'))
 
 // ---------------------------------------------------------------------------
 
-let collector: CollectorProcess;
-let root: string;
-const sandboxes: Sandbox[] = [];
-
-async function sandbox(opts: Omit<SandboxOptions, 'root'>): Promise<Sandbox> {
-  const sb = await startSandbox({ ...opts, root });
-  sandboxes.push(sb);
-  const r = await collector.api('PUT', `/v1/sandboxes/${opts.id}`, { udsPath: sb.udsPath });
-  expect(r.status).toBe(201);
-  return sb;
-}
-
 /** The host's own namespace: no socket at all to or from 169.254.169.254, and no such address. */
 function expectHostClean(): void {
   expect(tcpSockets('/proc/self').filter(touchesMMDSIP)).toEqual([]);
@@ -158,21 +147,11 @@ function expectHostClean(): void {
 }
 
 describe.skipIf(!canIsolate)('MMDS inside a sandbox', () => {
-  beforeAll(async () => {
-    root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-'));
-    collector = await startCollector({ args: ['--stall-after', '1500ms', '--start-deadline', '20s'] });
-  });
-
-  afterEach(async () => {
-    await Promise.all(sandboxes.splice(0).map((s) => s.stop()));
-    // Stopped sandboxes leave nothing behind in the host namespace either.
-    expectHostClean();
-  });
-
-  afterAll(async () => {
-    await collector?.stop();
-    if (root) fs.rmSync(root, { recursive: true, force: true });
-  });
+  // Registered before the bed's hooks, so it runs after them, once the sandboxes are stopped:
+  // stopped sandboxes leave nothing behind in the host namespace either.
+  afterEach(() => expectHostClean());
+  const bed = testBed(['--stall-after', '1500ms', '--start-deadline', '20s']);
+  const { sandbox } = bed;
 
   it('reads 169.254.169.254:80 from /proc/net/tcp in host byte order', () => {
     const hex = os.endianness() === 'LE' ? 'FEA9FEA9:0050' : 'A9FEA9FE:0050';
@@ -183,8 +162,8 @@ describe.skipIf(!canIsolate)('MMDS inside a sandbox', () => {
   });
 
   it('refuses mmds without a network namespace of its own', async () => {
-    await expect(startSandbox({ id: 'mmds-noiso', root, isolate: false, mmds: true })).rejects.toThrow(/isolated sandbox/);
-    expect(fs.existsSync(path.join(root, 'mmds-noiso'))).toBe(false);
+    await expect(startSandbox({ id: 'mmds-noiso', root: bed.root, isolate: false, mmds: true })).rejects.toThrow(/isolated sandbox/);
+    expect(fs.existsSync(path.join(bed.root, 'mmds-noiso'))).toBe(false);
   });
 
   it('-mmds-storm 50 against a 404 MMDS: hundreds of sockets to 169.254.169.254:80 in the sandbox, none on the host', async () => {
@@ -230,7 +209,7 @@ describe.skipIf(!canIsolate)('MMDS inside a sandbox', () => {
       timeoutMs: 10_000,
     });
     await waitFor('fake-envd: ready', () => sb.output().includes('fake-envd: ready'), { timeoutMs: 10_000 });
-    const d = await waitForState(collector, 'mmds-ok', 'ready', 20_000);
+    const d = await waitForState(bed.collector, 'mmds-ok', 'ready', 20_000);
     expect(d.readiness).toMatchObject({ reportsPhases: true, ready: true });
 
     // The probe follows envd, not the MMDS server (which runs as fake-mmds, not fake-envd).

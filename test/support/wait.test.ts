@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { waitFor } from './wait.js';
 
 describe('waitFor', () => {
@@ -22,5 +22,16 @@ describe('waitFor', () => {
       throw new Error('boom');
     };
     await expect(waitFor('x', fails)).rejects.toThrow('boom');
+  });
+
+  it('waits in real time while the test runs on fake timers', async () => {
+    vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'] });
+    try {
+      let n = 0;
+      expect(await waitFor('a third poll', () => (++n >= 3 ? n : null), { intervalMs: 1 })).toBe(3);
+      await expect(waitFor('the moon', () => 0, { timeoutMs: 50, intervalMs: 5 })).rejects.toThrow(/^timed out after 50 ms/);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -2,6 +2,12 @@
 // time and hope: they wait for what they need, with a deadline generous enough for a
 // loaded machine, and a timeout names what did not happen.
 
+// Taken when the module loads, before a test can fake the timers: waitFor waits in real
+// time even while a test runs on fake time (it is then waiting on real I/O, which fake
+// time does not move).
+const realSetTimeout = globalThis.setTimeout;
+const realNow = performance.now.bind(performance);
+
 export interface WaitOptions {
   /** Generous by default: the machine running the tests may be loaded. */
   timeoutMs?: number;
@@ -17,12 +23,12 @@ export async function waitFor<T>(
   fn: () => T | Promise<T>,
   { timeoutMs = 15_000, intervalMs = 25 }: WaitOptions = {},
 ): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = realNow() + timeoutMs;
   for (;;) {
     const last = await fn();
     if (last) return last as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${describe(last)}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
+    if (realNow() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${describe(last)}`);
+    await new Promise((r) => realSetTimeout(r, intervalMs));
   }
 }
 

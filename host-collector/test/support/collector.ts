@@ -23,6 +23,8 @@ export interface Collectors {
   readonly dir: string;
   /** The options start() uses: loopback on a free port, in `dir`, with `over` applied. */
   options(over?: Partial<CollectorOptions>): CollectorOptions;
+  /** A collector not started (for tests that inject requests); stopped after the test too. */
+  create(over?: Partial<CollectorOptions>): Collector;
   start(over?: Partial<CollectorOptions>): Promise<StartedCollector>;
   /** Stops one collector before the test ends (to restart on the same data, say). */
   stop(collector: Collector): Promise<void>;
@@ -68,9 +70,13 @@ export function inProcessCollectors(prefix = 'vd-collector-'): Collectors {
       dashboardDir: path.join(dir, 'ui'),
       ...over,
     }),
-    async start(over = {}) {
+    create(over = {}) {
       const collector = new Collector(collectors.options(over), log);
       running.push(collector);
+      return collector;
+    },
+    async start(over = {}) {
+      const collector = collectors.create(over);
       const url = await collector.start();
       return { collector, url, port: Number(new URL(url).port) };
     },

@@ -4,7 +4,7 @@
 // syscall, with the kernel stack). Every name, label and frame here comes from the guest:
 // text only.
 
-import { Fragment } from 'react';
+import type { ReactNode } from 'react';
 import type { CreatorGroup, Frame, GoroutineGroup, LabelSetCount, ThreadGroup, ThreadSyscall } from '../api';
 import { useToggleSet } from '../hooks';
 
@@ -102,117 +102,186 @@ function Toggle({ open, onClick, label }: { open: boolean; onClick: () => void; 
   );
 }
 
-export function GoroutineTable({ groups, testId = 'goroutine-groups' }: { groups: GoroutineGroup[]; testId?: string }) {
-  const [open, toggle] = useToggleSet();
-  if (!groups.length) return <p className="muted">No goroutines.</p>;
-  // The labels column only when some goroutine carried labels (Go 1.27, or 1.26 with tracebacklabels=1).
-  const labelled = groups.some((g) => g.labelSets?.length);
-  const columns = labelled ? 6 : 5;
+/** A table of groups: a toggle column, the count, then the columns `head` names. */
+function GroupsTable({ testId, head, children }: { testId: string; head: ReactNode; children: ReactNode }) {
   return (
     <table className="groups" data-testid={testId}>
       <thead>
         <tr>
           <th />
           <th className="num">count</th>
+          {head}
+        </tr>
+      </thead>
+      <tbody>{children}</tbody>
+    </table>
+  );
+}
+
+/** One group, number `index` of its table: its summary row (after the toggle cell), and under
+ *  it, while open, its details across the other `columns` cells. The whole row toggles, and so
+ *  does the button. `app`: the group is the application's (its row is marked). */
+function GroupRows({
+  toggles: [open, toggle],
+  index,
+  label,
+  app = false,
+  testId,
+  columns,
+  details,
+  children,
+}: {
+  toggles: ReturnType<typeof useToggleSet>;
+  index: number;
+  label: string;
+  app?: boolean;
+  testId: string;
+  columns: number;
+  details: () => ReactNode;
+  children: ReactNode;
+}) {
+  const isOpen = open.has(index);
+  return (
+    <>
+      <tr className={`group-row ${app ? 'app' : ''}`} data-testid={testId} onClick={() => toggle(index)}>
+        <td>
+          <Toggle open={isOpen} onClick={() => toggle(index)} label={label} />
+        </td>
+        {children}
+      </tr>
+      {isOpen && (
+        <tr className="stack-row">
+          <td />
+          <td colSpan={columns}>{details()}</td>
+        </tr>
+      )}
+    </>
+  );
+}
+
+/** "goroutines 1, 2, 3 … (40 in all)": the members a group lists, and how many it has. */
+function members(noun: string, ids: number[], count: number): string {
+  return `${noun} ${ids.join(', ')}${count > ids.length ? ` … (${count} in all)` : ''}`;
+}
+
+/** A frame's file and line, whole, as the stack lists show it. */
+function Loc({ f }: { f: Pick<Frame, 'file' | 'line'> }) {
+  return (
+    <span className="loc">
+      {f.file}
+      {f.line ? `:${f.line}` : ''}
+    </span>
+  );
+}
+
+/** A function and, muted, the base name of its file and its line. */
+function FuncAt({ func, where }: { func: string; where: string }) {
+  return (
+    <>
+      {func}
+      {where && <span className="muted"> ({where})</span>}
+    </>
+  );
+}
+
+export function GoroutineTable({ groups, testId = 'goroutine-groups' }: { groups: GoroutineGroup[]; testId?: string }) {
+  const toggles = useToggleSet();
+  if (!groups.length) return <p className="muted">No goroutines.</p>;
+  // The labels column only when some goroutine carried labels (Go 1.27, or 1.26 with tracebacklabels=1).
+  const labelled = groups.some((g) => g.labelSets?.length);
+  const columns = labelled ? 6 : 5;
+  return (
+    <GroupsTable
+      testId={testId}
+      head={
+        <>
           <th>state</th>
           <th className="num">wait</th>
           <th>blocked in</th>
           <th>created by</th>
           {labelled && <th>labels</th>}
-        </tr>
-      </thead>
-      <tbody>
-        {groups.map((g, i) => {
-          const b = blockedText(g);
-          const isOpen = open.has(i);
-          return (
-            <Fragment key={i}>
-              <tr className={`group-row ${g.application ? 'app' : ''}`} data-testid="goroutine-group" onClick={() => toggle(i)}>
-                <td>
-                  <Toggle open={isOpen} onClick={() => toggle(i)} label="show the stack" />
-                </td>
-                <td className="num">{g.count}</td>
-                <td>
-                  {g.state}
-                  <StateTags g={g} />
-                </td>
-                <td className="num">{g.waitMinutes !== undefined ? `${g.waitMinutes} min` : ''}</td>
-                <td className={`mono ${b.app ? 'app-frame' : ''}`} data-testid="blocked-in">
-                  {b.func}
-                  {b.where && <span className="muted"> ({b.where})</span>}
-                </td>
-                <td className="mono small">
-                  {g.createdBy ? (
-                    <>
-                      {g.createdBy.func}
-                      {g.createdBy.goroutine !== undefined ? <span className="muted"> in goroutine {g.createdBy.goroutine}</span> : null}
-                    </>
-                  ) : (
-                    <span className="muted">—</span>
+        </>
+      }
+    >
+      {groups.map((g, i) => {
+        const b = blockedText(g);
+        return (
+          <GroupRows
+            key={i}
+            toggles={toggles}
+            index={i}
+            label="show the stack"
+            app={g.application}
+            testId="goroutine-group"
+            columns={columns}
+            details={() => (
+              <>
+                <div className="muted small">{members(g.count > 1 ? 'goroutines' : 'goroutine', g.ids, g.count)}</div>
+                {g.labelSets?.length ? (
+                  <ul className="label-sets small" data-testid="label-sets">
+                    {g.labelSets.map((set, j) => (
+                      <li key={j}>
+                        <LabelSet set={set} total={g.count} />
+                      </li>
+                    ))}
+                    {(g.labelSetsTotal ?? 0) > g.labelSets.length && (
+                      <li className="muted">… {g.labelSetsTotal! - g.labelSets.length} more label sets</li>
+                    )}
+                    {g.labelled! < g.count && <li className="muted">{g.count - g.labelled!} without labels</li>}
+                  </ul>
+                ) : null}
+                <ol className="stack" data-testid="stack">
+                  {g.stackUnavailable && <li className="muted">stack unavailable (running on another thread)</li>}
+                  {g.frames.map((f, j) => (
+                    <li
+                      key={j}
+                      className={`${g.blockedIn && f.func === g.blockedIn.func && f.line === g.blockedIn.line ? 'blocked' : ''} ${isAppPkg(f.pkg) ? 'app' : ''}`}
+                    >
+                      <span className="fn">
+                        {f.func}({f.args ?? ''})
+                      </span>
+                      <Loc f={f} />
+                    </li>
+                  ))}
+                  {g.elided && <li className="muted">…additional frames elided…</li>}
+                  {g.createdBy && (
+                    <li className="created">
+                      <span className="fn">created by {g.createdBy.func}</span>
+                      <Loc f={g.createdBy} />
+                    </li>
                   )}
-                </td>
-                {labelled && (
-                  <td className="small" data-testid="group-labels">
-                    <LabelsCell g={g} />
-                  </td>
-                )}
-              </tr>
-              {isOpen && (
-                <tr className="stack-row">
-                  <td />
-                  <td colSpan={columns}>
-                    <div className="muted small">
-                      goroutine{g.count > 1 ? 's' : ''} {g.ids.join(', ')}
-                      {g.count > g.ids.length ? ` … (${g.count} in all)` : ''}
-                    </div>
-                    {g.labelSets?.length ? (
-                      <ul className="label-sets small" data-testid="label-sets">
-                        {g.labelSets.map((set, j) => (
-                          <li key={j}>
-                            <LabelSet set={set} total={g.count} />
-                          </li>
-                        ))}
-                        {(g.labelSetsTotal ?? 0) > g.labelSets.length && (
-                          <li className="muted">… {g.labelSetsTotal! - g.labelSets.length} more label sets</li>
-                        )}
-                        {g.labelled! < g.count && <li className="muted">{g.count - g.labelled!} without labels</li>}
-                      </ul>
-                    ) : null}
-                    <ol className="stack" data-testid="stack">
-                      {g.stackUnavailable && <li className="muted">stack unavailable (running on another thread)</li>}
-                      {g.frames.map((f, j) => (
-                        <li
-                          key={j}
-                          className={`${g.blockedIn && f.func === g.blockedIn.func && f.line === g.blockedIn.line ? 'blocked' : ''} ${isAppPkg(f.pkg) ? 'app' : ''}`}
-                        >
-                          <span className="fn">
-                            {f.func}({f.args ?? ''})
-                          </span>
-                          <span className="loc">
-                            {f.file}
-                            {f.line ? `:${f.line}` : ''}
-                          </span>
-                        </li>
-                      ))}
-                      {g.elided && <li className="muted">…additional frames elided…</li>}
-                      {g.createdBy && (
-                        <li className="created">
-                          <span className="fn">created by {g.createdBy.func}</span>
-                          <span className="loc">
-                            {g.createdBy.file}
-                            {g.createdBy.line ? `:${g.createdBy.line}` : ''}
-                          </span>
-                        </li>
-                      )}
-                    </ol>
-                  </td>
-                </tr>
+                </ol>
+              </>
+            )}
+          >
+            <td className="num">{g.count}</td>
+            <td>
+              {g.state}
+              <StateTags g={g} />
+            </td>
+            <td className="num">{g.waitMinutes !== undefined ? `${g.waitMinutes} min` : ''}</td>
+            <td className={`mono ${b.app ? 'app-frame' : ''}`} data-testid="blocked-in">
+              <FuncAt func={b.func} where={b.where} />
+            </td>
+            <td className="mono small">
+              {g.createdBy ? (
+                <>
+                  {g.createdBy.func}
+                  {g.createdBy.goroutine !== undefined ? <span className="muted"> in goroutine {g.createdBy.goroutine}</span> : null}
+                </>
+              ) : (
+                <span className="muted">—</span>
               )}
-            </Fragment>
-          );
-        })}
-      </tbody>
-    </table>
+            </td>
+            {labelled && (
+              <td className="small" data-testid="group-labels">
+                <LabelsCell g={g} />
+              </td>
+            )}
+          </GroupRows>
+        );
+      })}
+    </GroupsTable>
   );
 }
 
@@ -221,98 +290,87 @@ export function GoroutineTable({ groups, testId = 'goroutine-groups' }: { groups
  * states is one row here, however many rows it takes by stack.
  */
 export function CreatorTable({ groups }: { groups: CreatorGroup[] }) {
-  const [open, toggle] = useToggleSet();
+  const toggles = useToggleSet();
   if (!groups.length) return <p className="muted">No goroutines.</p>;
   return (
-    <table className="groups" data-testid="creator-groups">
-      <thead>
-        <tr>
-          <th />
-          <th className="num">count</th>
+    <GroupsTable
+      testId="creator-groups"
+      head={
+        <>
           <th>created by</th>
           <th>states</th>
           <th>blocked in</th>
           <th className="num">stacks</th>
-        </tr>
-      </thead>
-      <tbody>
-        {groups.map((c, i) => {
-          const isOpen = open.has(i);
-          const top = c.blockedIn[0];
-          return (
-            <Fragment key={i}>
-              <tr className={`group-row ${c.application ? 'app' : ''}`} data-testid="creator-group" onClick={() => toggle(i)}>
-                <td>
-                  <Toggle open={isOpen} onClick={() => toggle(i)} label="show the members' ids and blocked-in frames" />
-                </td>
-                <td className="num">{c.count}</td>
-                <td className={`mono ${c.createdBy && isAppPkg(c.createdBy.pkg) ? 'app-frame' : ''}`} data-testid="creator">
-                  {c.createdBy ? (
-                    <>
-                      {c.createdBy.func}
-                      {frameWhere(c.createdBy) && <span className="muted"> ({frameWhere(c.createdBy)})</span>}
-                    </>
-                  ) : (
-                    <span className="muted">no creator (the main goroutine)</span>
-                  )}
-                  {c.unparsed ? (
-                    <span className="tag tag-warn">
-                      {c.unparsed} header{c.unparsed === 1 ? '' : 's'} not understood
-                    </span>
-                  ) : null}
-                </td>
-                <td className="small" data-testid="creator-states">
-                  {c.states.map((s, j) => (
-                    <span key={j} className={`kvchip ${s.state.endsWith('(leaked)') ? 'leaked' : ''}`}>
-                      {s.count} {s.state}
-                    </span>
+        </>
+      }
+    >
+      {groups.map((c, i) => {
+        const top = c.blockedIn[0];
+        return (
+          <GroupRows
+            key={i}
+            toggles={toggles}
+            index={i}
+            label="show the members' ids and blocked-in frames"
+            app={c.application}
+            testId="creator-group"
+            columns={5}
+            details={() => (
+              <>
+                <div className="muted small">
+                  {members(c.count > 1 ? 'goroutines' : 'goroutine', c.ids, c.count)}
+                  {c.createdBy?.goroutine !== undefined ? ` · all created by goroutine ${c.createdBy.goroutine}` : ''}
+                  {c.waitMinutes !== undefined ? ` · longest wait ${c.waitMinutes} min` : ''}
+                </div>
+                <ol className="stack" data-testid="creator-frames">
+                  {c.blockedIn.map((f, j) => (
+                    <li key={j} className={isAppPkg(f.pkg) ? 'app' : ''}>
+                      <span className="fn">
+                        {f.count} blocked in {f.func}
+                      </span>
+                      <Loc f={f} />
+                    </li>
                   ))}
-                </td>
-                <td className="mono small">
-                  {top ? (
-                    <>
-                      {top.func}
-                      {frameWhere(top) && <span className="muted"> ({frameWhere(top)})</span>}
-                      {c.blockedIn.length > 1 || top.count !== c.count ? <span className="muted"> ×{top.count}</span> : null}
-                      {c.blockedIn.length > 1 && <span className="muted"> +{c.blockedIn.length - 1} more</span>}
-                    </>
-                  ) : (
-                    <span className="muted">—</span>
-                  )}
-                </td>
-                <td className="num">{c.stackGroups}</td>
-              </tr>
-              {isOpen && (
-                <tr className="stack-row">
-                  <td />
-                  <td colSpan={5}>
-                    <div className="muted small">
-                      goroutine{c.count > 1 ? 's' : ''} {c.ids.join(', ')}
-                      {c.count > c.ids.length ? ` … (${c.count} in all)` : ''}
-                      {c.createdBy?.goroutine !== undefined ? ` · all created by goroutine ${c.createdBy.goroutine}` : ''}
-                      {c.waitMinutes !== undefined ? ` · longest wait ${c.waitMinutes} min` : ''}
-                    </div>
-                    <ol className="stack" data-testid="creator-frames">
-                      {c.blockedIn.map((f, j) => (
-                        <li key={j} className={isAppPkg(f.pkg) ? 'app' : ''}>
-                          <span className="fn">
-                            {f.count} blocked in {f.func}
-                          </span>
-                          <span className="loc">
-                            {f.file}
-                            {f.line ? `:${f.line}` : ''}
-                          </span>
-                        </li>
-                      ))}
-                    </ol>
-                  </td>
-                </tr>
+                </ol>
+              </>
+            )}
+          >
+            <td className="num">{c.count}</td>
+            <td className={`mono ${c.createdBy && isAppPkg(c.createdBy.pkg) ? 'app-frame' : ''}`} data-testid="creator">
+              {c.createdBy ? (
+                <FuncAt func={c.createdBy.func} where={frameWhere(c.createdBy)} />
+              ) : (
+                <span className="muted">no creator (the main goroutine)</span>
               )}
-            </Fragment>
-          );
-        })}
-      </tbody>
-    </table>
+              {c.unparsed ? (
+                <span className="tag tag-warn">
+                  {c.unparsed} header{c.unparsed === 1 ? '' : 's'} not understood
+                </span>
+              ) : null}
+            </td>
+            <td className="small" data-testid="creator-states">
+              {c.states.map((s, j) => (
+                <span key={j} className={`kvchip ${s.state.endsWith('(leaked)') ? 'leaked' : ''}`}>
+                  {s.count} {s.state}
+                </span>
+              ))}
+            </td>
+            <td className="mono small">
+              {top ? (
+                <>
+                  <FuncAt func={top.func} where={frameWhere(top)} />
+                  {c.blockedIn.length > 1 || top.count !== c.count ? <span className="muted"> ×{top.count}</span> : null}
+                  {c.blockedIn.length > 1 && <span className="muted"> +{c.blockedIn.length - 1} more</span>}
+                </>
+              ) : (
+                <span className="muted">—</span>
+              )}
+            </td>
+            <td className="num">{c.stackGroups}</td>
+          </GroupRows>
+        );
+      })}
+    </GroupsTable>
   );
 }
 
@@ -330,58 +388,51 @@ function syscallText(s: ThreadSyscall): string {
 }
 
 export function ThreadTable({ groups, testId = 'thread-groups' }: { groups: ThreadGroup[]; testId?: string }) {
-  const [open, toggle] = useToggleSet();
+  const toggles = useToggleSet();
   if (!groups.length) return <p className="muted">No threads.</p>;
   return (
-    <table className="groups" data-testid={testId}>
-      <thead>
-        <tr>
-          <th />
-          <th className="num">count</th>
+    <GroupsTable
+      testId={testId}
+      head={
+        <>
           <th>state</th>
           <th>wait channel</th>
           <th>syscall</th>
           <th>blocked in</th>
           <th>threads</th>
-        </tr>
-      </thead>
-      <tbody>
-        {groups.map((g, i) => {
-          const isOpen = open.has(i);
-          return (
-            <Fragment key={i}>
-              <tr className="group-row" data-testid="thread-group" onClick={() => toggle(i)}>
-                <td>
-                  <Toggle open={isOpen} onClick={() => toggle(i)} label="show the kernel stack" />
-                </td>
-                <td className="num">{g.count}</td>
-                <td>{g.state}</td>
-                <td className="mono">{g.wchan ?? <span className="muted">—</span>}</td>
-                <td className="mono">{syscallText(g.syscall)}</td>
-                <td className="mono" data-testid="blocked-in">
-                  {g.blockedIn}
-                </td>
-                <td className="mono small">{g.comms.join(', ')}</td>
-              </tr>
-              {isOpen && (
-                <tr className="stack-row">
-                  <td />
-                  <td colSpan={6}>
-                    <div className="muted small">
-                      tid {g.tids.join(', ')}
-                      {g.count > g.tids.length ? ` … (${g.count} in all)` : ''}
-                      {g.syscall.kind === 'syscall' && g.syscall.args.length ? ` · args ${g.syscall.args.join(' ')}` : ''}
-                    </div>
-                    <ol className="stack" data-testid="stack">
-                      {g.stack.length ? g.stack.map((f, j) => <li key={j}>{f}</li>) : <li className="muted">no kernel stack</li>}
-                    </ol>
-                  </td>
-                </tr>
-              )}
-            </Fragment>
-          );
-        })}
-      </tbody>
-    </table>
+        </>
+      }
+    >
+      {groups.map((g, i) => (
+        <GroupRows
+          key={i}
+          toggles={toggles}
+          index={i}
+          label="show the kernel stack"
+          testId="thread-group"
+          columns={6}
+          details={() => (
+            <>
+              <div className="muted small">
+                {members('tid', g.tids, g.count)}
+                {g.syscall.kind === 'syscall' && g.syscall.args.length ? ` · args ${g.syscall.args.join(' ')}` : ''}
+              </div>
+              <ol className="stack" data-testid="stack">
+                {g.stack.length ? g.stack.map((f, j) => <li key={j}>{f}</li>) : <li className="muted">no kernel stack</li>}
+              </ol>
+            </>
+          )}
+        >
+          <td className="num">{g.count}</td>
+          <td>{g.state}</td>
+          <td className="mono">{g.wchan ?? <span className="muted">—</span>}</td>
+          <td className="mono">{syscallText(g.syscall)}</td>
+          <td className="mono" data-testid="blocked-in">
+            {g.blockedIn}
+          </td>
+          <td className="mono small">{g.comms.join(', ')}</td>
+        </GroupRows>
+      ))}
+    </GroupsTable>
   );
 }

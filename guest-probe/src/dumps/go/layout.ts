@@ -13,7 +13,7 @@
 //   - m.id: the word equal to N in the m of a goroutine printed "m=N mp=0x…".
 //
 // arm64: the same rows, proven live on the arm64 esbuild builds of 1.20, 1.22, 1.23, 1.25 and
-// 1.26 under qemu-user (guest-probe/test/go-live.test.ts) and, for lockedm, statically on
+// 1.26 under qemu-user (test/integration/go-live.test.ts) and, for lockedm, statically on
 // every arm64 build (the store through R28).
 //
 // What moved: 1.21 dropped trace fields before lockedm and added parentGoid; 1.23 added

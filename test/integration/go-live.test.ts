@@ -10,8 +10,16 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { childReaper } from '../../test/support/children.js';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
-import { goroutinesText, readGoroutines } from '../src/dumps/go/index.js';
-import { GO_BINARIES, type GoTestBinary, freePort, funcNames, goroutineBlocks, requireBinary, waitForHttp } from './go-binaries.js';
+import { goroutinesText, readGoroutines } from '../../guest-probe/src/dumps/go/index.js';
+import {
+  GO_BINARIES,
+  type GoTestBinary,
+  freePort,
+  funcNames,
+  goroutineBlocks,
+  requireBinary,
+  waitForHttp,
+} from '../../guest-probe/test/go-binaries.js';
 
 function procState(pid: number): string {
   const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');

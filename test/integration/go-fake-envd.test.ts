@@ -13,8 +13,8 @@ import { waitFor } from '../../test/support/wait.js';
 import { childReaper } from '../../test/support/children.js';
 import { DUMP_CHUNK_BYTES } from '@vsockdiag/proto';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
-import { goroutinesText, readGoroutines } from '../src/dumps/go/index.js';
-import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from './go-binaries.js';
+import { goroutinesText, readGoroutines } from '../../guest-probe/src/dumps/go/index.js';
+import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from '../../guest-probe/test/go-binaries.js';
 
 const STORM = 20;
 let binary = '';
