@@ -44,12 +44,25 @@ function reader(dir: string): Database.Database {
   return db;
 }
 
-function ev(sandboxId: string, generation: number, seq: number | null, kind = 'phase', data: unknown = { name: `p${seq}` }): EventRecord {
-  return { sandboxId, generation, seq, kind, tGuest: seq === null ? null : seq * 10, tHost: 1_700_000_000_000 + (seq ?? 0), data };
+/** An event; unless told, it arrived on the session numbered like its generation. */
+function ev(
+  sandboxId: string,
+  generation: number,
+  seq: number | null,
+  kind = 'phase',
+  data: unknown = { name: `p${seq}` },
+  session = generation,
+): EventRecord {
+  return { sandboxId, generation, session, seq, kind, tGuest: seq === null ? null : seq * 10, tHost: 1_700_000_000_000 + (seq ?? 0), data };
 }
 
+/** A session; unless told, numbered like its generation (one session per generation). */
 function session(over: Partial<SessionRecord> & Pick<SessionRecord, 'generation'>): SessionRecord {
   return {
+    session: over.generation,
+    bootOffsetMs: null,
+    skewMs: null,
+    guestMs: null,
     sandboxId: 'sb1',
     instanceId: 'instance-aaaa',
     probeGeneration: 1,
@@ -115,7 +128,7 @@ describe('Store.append', () => {
     const dir = tmpDir();
     const store = open(dir);
     await appendAndWait(store, [ev('sb1', 1, 1)]);
-    // Same (sandbox, generation, seq) again violates the unique index.
+    // Same (sandbox, session, seq) again violates the unique index.
     const err = await new Promise<Error | null>((resolve) => store.append([ev('sb1', 1, 2), ev('sb1', 1, 1)], resolve));
     expect(err).toBeInstanceOf(Error);
     expect(store.events('sb1', { limit: 10 }).events.map((e) => e.seq)).toEqual([1]);

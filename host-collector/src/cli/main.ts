@@ -332,7 +332,7 @@ export function buildProgram(): Command {
         before = `&before=${r.body.next}`;
       }
       recent.reverse();
-      const key = (e: TailEvent) => `${e.generation}|${e.seq}|${e.kind}|${e.at}`;
+      const key = (e: TailEvent) => `${e.generation}|${e.session}|${e.seq}|${e.kind}|${e.at}`;
       const shown = new Set(recent.map(key));
       for (const e of recent) print(e);
       for (const e of held) if (!shown.has(key(e))) print(e);
@@ -360,7 +360,7 @@ export function buildProgram(): Command {
   return program;
 }
 
-/** One line per event: time, generation, kind, and the fields that matter for that kind. */
+/** One line per event: time, generation/session, kind, and the fields that matter for that kind. */
 function formatEvent(e: TailEvent): string {
   // The payload of whatever kind, as JSON gave it.
   const d = (e.data ?? {}) as Record<string, unknown>;
@@ -379,7 +379,7 @@ function formatEvent(e: TailEvent): string {
     default:
       what = JSON.stringify(d);
   }
-  return `${time} g${e.generation} ${e.kind.padEnd(16)} ${what}\n`;
+  return `${time} g${e.generation}/s${e.session} ${e.kind.padEnd(16)} ${what}\n`;
 }
 
 /** A spinner on stderr while waiting (a plain line when stderr is not a terminal). */
@@ -408,15 +408,18 @@ async function readStdin(): Promise<string> {
 
 function formatStatus(s: StatusBody): string {
   const lines = [
-    `${s.id}  ${colorState(s.state, tty)} for ${sinceText(s.since)}  (generation ${s.generation})`,
+    `${s.id}  ${colorState(s.state, tty)} for ${sinceText(s.since)}  (generation ${s.generation}, session ${s.session})`,
     `  reason:   ${s.reason}`,
     `  socket:   ${s.udsPath}`,
   ];
+  // Why this life of the VM began: a boot, or the evidence of a restore.
+  if (s.generationInfo)
+    lines.push(`  life:     generation ${s.generationInfo.generation} since ${s.generationInfo.since}: ${s.generationInfo.detail}`);
   if (s.probe) {
     const p = s.probe;
     const source = p.listenerSource === 'proc' ? `, listeners from /proc/net/tcp (${p.fallbackReason ?? 'fallback'})` : '';
     lines.push(
-      `  probe:    ${s.connected ? 'connected' : 'disconnected'}, instance ${p.instanceId}, v${p.version}, session ${p.generation}${source}`,
+      `  probe:    ${s.connected ? 'connected' : 'disconnected'}, instance ${p.instanceId}, v${p.version}, probe session ${p.generation}${source}`,
     );
   }
   if (s.target) {

@@ -82,7 +82,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
   /** Brings back every persisted sandbox and listens for each (if its path is still allowed). */
   async restore(): Promise<void> {
     for (const row of this.store.listSandboxes()) {
-      const sb = this.create(row.id, row.udsPath, row.source, row.generation);
+      const sb = this.create(row.id, row.udsPath, row.source);
       try {
         const problem = udsPathProblem(row.udsPath, this.settings.udsRoots);
         if (problem) throw new Error(problem);
@@ -128,7 +128,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
       }
       return { sandbox: existing, created: false };
     }
-    const sb = this.create(id, udsPath, source, 0);
+    const sb = this.create(id, udsPath, source);
     try {
       await sb.startListening();
     } catch (err) {
@@ -156,8 +156,8 @@ export class Registry extends EventEmitter<RegistryEvents> {
     await Promise.all([...this.sandboxes.values()].map((sb) => sb.stop()));
   }
 
-  private create(id: string, udsPath: string, source: 'api' | 'discover', generation: number): Sandbox {
-    const sb = new Sandbox(id, udsPath, source, generation, this.store, this.settings, this.log);
+  private create(id: string, udsPath: string, source: 'api' | 'discover'): Sandbox {
+    const sb = new Sandbox(id, udsPath, source, this.store, this.settings, this.log);
     sb.on('state', (change) => this.emit('state', change));
     this.sandboxes.set(id, sb);
     this.emit('added', sb);
