@@ -70,6 +70,8 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     /** Why the current generation began, and when (null before the first hello). */
     generationInfo: generationInfo(intake.currentGeneration),
     pausedSince: intake.pausedSince === null ? null : new Date(intake.pausedSince).toISOString(),
+    /** The next probe connection opens a new generation (a lifecycle hint, a moved socket). */
+    expectNewGeneration: intake.expectsNewGeneration,
     connectedAt: intake.connectedAt ? new Date(intake.connectedAt).toISOString() : null,
     disconnectedAt: intake.disconnectedAt && !intake.session ? new Date(intake.disconnectedAt).toISOString() : null,
     target: status?.target
