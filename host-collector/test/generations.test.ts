@@ -10,6 +10,8 @@ import { ProbeClient, type ProbeClientOptions } from '../../test/harness/probe-c
 import { waitFor } from '../../test/support/wait.js';
 import { inProcessCollectors, type StartedCollector } from './support/collector.js';
 
+// Each test runs a collector and probes (several connections, a restart): 30 s each, for a
+// machine shared with other suites.
 const collectors = inProcessCollectors('vd-gen-');
 const probes: ProbeClient[] = [];
 afterEach(() => {
@@ -67,7 +69,7 @@ async function closed(c: StartedCollector, p: ProbeClient): Promise<void> {
   await waitFor('the session closed', async () => !(await detail(c)).connected);
 }
 
-describe('new sessions of the same generation', () => {
+describe('new sessions of the same generation', { timeout: 30_000 }, () => {
   it('a dropped link, then a probe restarted in the same boot', async () => {
     const { c, socket } = await start();
     const a = probe(socket);
@@ -117,7 +119,7 @@ describe('new sessions of the same generation', () => {
   });
 });
 
-describe('evidence of a new life', () => {
+describe('evidence of a new life', { timeout: 30_000 }, () => {
   it('a new boot id', async () => {
     const { c, socket } = await start();
     await probe(socket).connect();
@@ -217,7 +219,7 @@ describe('evidence of a new life', () => {
   });
 });
 
-describe('lifecycle hints', () => {
+describe('lifecycle hints', { timeout: 30_000 }, () => {
   it('pause shows paused (not silent) and survives a collector restart; the next connection is a new generation', async () => {
     const { c, socket } = await start();
     const a = probe(socket);
@@ -270,7 +272,7 @@ describe('lifecycle hints', () => {
   });
 });
 
-describe('DELETE ?capture=1', () => {
+describe('DELETE ?capture=1', { timeout: 30_000 }, () => {
   /** Goroutines: the probe cannot (not a Go target); threads: a small dump. */
   function answer(m: CollectorMessage, p: ProbeClient): void {
     if (m.type !== 'command' || m.op !== 'dump') return;
@@ -302,5 +304,14 @@ describe('DELETE ?capture=1', () => {
     expect(r.json.dump).toBeNull();
     expect(r.json.captureError).toEqual(expect.any(String));
     expect((await api(c, 'DELETE', '/v1/sandboxes/vm?capture=yes')).status).toBe(400);
+  });
+
+  it('a paused VM is not asked (it could not answer): unregistered at once, saying why', async () => {
+    const { c, socket } = await start();
+    await probe(socket, { onMessage: answer }).connect();
+    await api(c, 'POST', '/v1/sandboxes/vm/lifecycle', { event: 'pause' });
+    const r = await api(c, 'DELETE', '/v1/sandboxes/vm?capture=1');
+    expect([r.status, r.json.dump]).toEqual([200, null]);
+    expect(r.json.captureError).toMatch(/paused/);
   });
 });

@@ -147,6 +147,8 @@ export class DumpService {
    * Never throws: no dump is an answer with the reason.
    */
   async final(sb: Sandbox): Promise<{ dump: StoredDump | null; error: string | null }> {
+    // A paused VM answers nothing: waiting out both modes' time limits would only delay the teardown.
+    if (sb.intake.pausedSince !== null) return { dump: null, error: 'the VM is paused (lifecycle hint): no probe can answer' };
     let error: string | null = null;
     for (const mode of ['goroutines', 'threads'] as const) {
       try {
