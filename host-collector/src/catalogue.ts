@@ -97,9 +97,9 @@ export function isSandboxState(s: string): s is SandboxState {
 export const SETTLED_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['ready', 'stuck', 'exited']);
 /** The target's start-up has not finished, so its last phase is still running. */
 export const STARTING_UP_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['booting', 'starting', 'stuck']);
-/** Nothing more is heard of the target (it exited) or from the probe (silent) since the state
- *  began: a timeline ends there. */
-export const ENDED_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['exited', 'silent']);
+/** Nothing more is heard of the target (it exited) or from the probe (silent, or its VM
+ *  paused) since the state began: a timeline ends there. */
+export const ENDED_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['exited', 'silent', 'paused']);
 /** Outcomes, not progress: the state changes a timeline marks. */
 export const OUTCOME_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['ready', 'stuck', 'exited', 'silent']);
 
