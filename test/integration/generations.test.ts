@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { initialStatus } from '@vsockdiag/proto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, cli, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
 import { ProbeClient } from '../harness/probe-client.js';
 import { startSandbox, type Sandbox } from '../harness/sandbox.js';
@@ -96,8 +96,10 @@ describe('generations', () => {
 
   it('a restore the orchestrator announced (lifecycle pause) → generation 2 on the next connection', async () => {
     const sb = await readySandbox('hinted');
-    const r = await collector.api('POST', '/v1/sandboxes/hinted/lifecycle', { event: 'pause' });
-    expect(r.body).toMatchObject({ state: 'paused', expectNewGeneration: true });
+    const said = await cli(collector, ['lifecycle', 'hinted', 'pause']);
+    expect(said.code, said.stderr).toBe(0);
+    expect(said.stdout).toMatch(/^hinted: paused \(generation 1, session 1\); the next connection opens a new generation/);
+    expect((await collector.api('GET', '/v1/sandboxes/hinted')).body).toMatchObject({ state: 'paused', expectNewGeneration: true });
     sb.vm.reset();
     await waitFor('generation 2', async () => {
       const d = (await collector.api('GET', '/v1/sandboxes/hinted')).body;

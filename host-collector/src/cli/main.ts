@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { WebSocket } from 'ws';
 import { DUMP_MODES, parseDuration } from '@vsockdiag/proto';
-import { SETTLED_STATES, type SandboxState } from '../catalogue.js';
+import { LIFECYCLE_EVENT_NAMES, SETTLED_STATES, type SandboxState } from '../catalogue.js';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
@@ -186,6 +186,20 @@ export function buildProgram(): Command {
     .action(async (id: string, o, cmd: Command) => {
       await client(cmd).request('DELETE', `/v1/sandboxes/${encodeURIComponent(id)}`);
       print(o.json, { id, unregistered: true }, () => `unregistered ${id}\n`);
+    });
+
+  program
+    .command('lifecycle <id> <event>')
+    .description(`tell the collector the orchestrator's word on the VM: ${LIFECYCLE_EVENT_NAMES.join(', ')}`)
+    .option('--json', 'JSON output')
+    .action(async (id: string, event: string, o, cmd: Command) => {
+      const res = await client(cmd).request<{ state: string; generation: number; session: number; expectNewGeneration: boolean }>(
+        'POST',
+        `/v1/sandboxes/${encodeURIComponent(id)}/lifecycle`,
+        { event },
+      );
+      const next = res.body.expectNewGeneration ? '; the next connection opens a new generation' : '';
+      print(o.json, res.body, () => `${id}: ${res.body.state} (generation ${res.body.generation}, session ${res.body.session})${next}\n`);
     });
 
   program
