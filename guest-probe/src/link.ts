@@ -47,6 +47,9 @@ export interface LinkOptions {
   /** Dial errors that will not go away by retrying soon (e.g. no vsock in this kernel).
    *  They are retried only every FATAL_RETRY_MS, and said loudly once. */
   isFatal?: (err: unknown) => boolean;
+  /** An open session was lost: called before lostAtSeq is taken, so what the loss brought
+   *  along (a restore's NEW_VMGENID uevent) is in the ring before the mark. */
+  onLost?: () => void;
 }
 
 export const FATAL_RETRY_MS = 30_000;
@@ -56,6 +59,10 @@ export class Link extends EventEmitter {
   generation = 0;
   /** Highest seq the collector has confirmed durable (in any session). */
   acked = 0;
+  /** The ring's lastSeq when the last open session was lost (undefined before): the next
+   *  hello says it, so the collector files the events made before it under the VM's life
+   *  they were made in, should this loss be a restore. */
+  lostAtSeq: number | undefined;
   private connection: SessionConnection | null = null;
   private sentUpTo = 0;
   private flushQueued = false;
@@ -180,7 +187,11 @@ export class Link extends EventEmitter {
           }
           this.connection = null;
           this.waitingDrain = false;
-          if (from === 'open') this.emit('disconnected');
+          if (from === 'open') {
+            this.opts.onLost?.();
+            this.lostAtSeq = this.opts.ring.lastSeq;
+            this.emit('disconnected');
+          }
           resolve();
         },
       });

@@ -68,6 +68,14 @@ export interface NativeAddon {
    * anything but an unmapped range: ESRCH (gone), EPERM (no ptrace-attach right), … See memread.c.
    */
   memRead(pid: number, dst: Buffer, segs: Float64Array, count: number, got: Int32Array): void;
+  /**
+   * A non-blocking NETLINK_KOBJECT_UEVENT socket in the kernel's multicast group, listen-only
+   * (see uevent.c); close it with closeFd. Throws an Error whose `code` is the errno name.
+   */
+  ueventOpen(): number;
+  /** The next uevent datagram, an empty Buffer when the kernel dropped some (ENOBUFS), or
+   *  null when none is waiting. */
+  ueventRead(fd: number): Buffer | null;
 }
 
 const ADDON_FILE = 'vsockdiag.node';

@@ -29,6 +29,8 @@ import { Link } from './link.js';
 import { socketCensus } from './diag.js';
 import { HealthChecker } from './health.js';
 import { KmsgReader } from './kmsg.js';
+import { loadNative, type NativeAddon } from './native.js';
+import { UeventWatcher } from './uevent.js';
 import { FileFollower } from './logs/follow-file.js';
 import { JournalFollower } from './logs/journal.js';
 import { LogWatcher } from './logs/log-watcher.js';
@@ -67,6 +69,8 @@ export class Probe {
   private readonly watchers: Array<{ tick(): void }>;
   private notify: NotifyListener | null = null;
   private readonly kmsg: KmsgReader | null;
+  /** The kernel's uevents, for a restore's NEW_VMGENID; null without the addon's netlink. */
+  private readonly uevents: UeventWatcher | null;
   private readonly health: HealthChecker | null;
   /** The Go traceback a SIGQUIT prints goes to the target's stderr: every raw stderr chunk
    *  passes through here on its way to the log watcher. */
@@ -113,6 +117,8 @@ export class Probe {
     const sockets = new SocketWatcher({ procRoot: config.procRoot, emit, census, sinceBootMs: () => this.clock.sinceBootMs() });
     const kmsg = config.kmsg ? new KmsgReader({ path: config.kmsg, emit, log }) : null;
     this.kmsg = kmsg;
+    this.uevents = openUevents(emit, log);
+    const uevents = this.uevents;
     this.logs = new LogWatcher({ pattern: config.phasePattern, emit: (body, t) => this.emit(body, t) });
     this.file = config.logFile ? new FileFollower(config.logFile, this.sigquit.tee(this.logs.input('file')), { log }) : null;
     this.watchers = [
@@ -122,6 +128,7 @@ export class Probe {
       new SystemSampler({ procRoot: config.procRoot, emit }),
       // Kernel messages are not urgent to the 40 ms of a boot tick: once a second is enough.
       ...(kmsg ? [everyMs(1000, () => void kmsg.poll())] : []),
+      ...(uevents ? [everyMs(1000, () => uevents.poll())] : []),
       ...(this.file ? [this.file] : []),
       this.logs,
       ...(this.health ? [this.health] : []),
@@ -133,6 +140,7 @@ export class Probe {
       hello: (generation) => this.hello(generation),
       onCommand: (c, channel) => this.command(c, channel),
       sinceBootMs: () => this.clock.sinceBootMs(),
+      onLost: () => uevents?.poll(),
       log,
       // Only vsock has errors that retrying soon will not fix; a missing Unix socket file
       // just means the collector is not there yet.
@@ -193,6 +201,7 @@ export class Probe {
     if (this.timer) clearTimeout(this.timer);
     this.notify?.close();
     this.kmsg?.close();
+    this.uevents?.close();
     this.file?.close();
     this.journal?.close();
     this.commandServer?.close();
@@ -229,6 +238,7 @@ export class Probe {
       bootId: this.bootId,
       clocks: { wallMs: Date.now(), sinceBootMs: this.clock.sinceBootMs() },
       lastSeq: this.ring.lastSeq,
+      ...(this.link.lostAtSeq !== undefined ? { lostAtSeq: this.link.lostAtSeq } : {}),
       config: { target: this.config.target, expectPort: this.config.expectPort, pprof: this.config.pprofUrl !== null },
       status: this.status,
     };
@@ -420,6 +430,18 @@ function randomId(): string {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A watcher that does its work at most every `ms`, however fast the sampling ticks. */
+/** The uevent watcher, or null where the addon or the kernel's netlink is not there. */
+function openUevents(emit: (body: EventBody) => void, log: (level: 'info' | 'warn', message: string) => void): UeventWatcher | null {
+  let addon: NativeAddon;
+  try {
+    addon = loadNative();
+  } catch {
+    return null; // said where the addon is needed (the notify socket, vsock)
+  }
+  const w = new UeventWatcher(addon, emit, log);
+  return w.open ? w : null;
+}
+
 function everyMs(ms: number, work: () => void): { tick(): void } {
   let last = Number.NEGATIVE_INFINITY;
   return {

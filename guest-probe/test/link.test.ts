@@ -387,6 +387,33 @@ describe('Link: reconnects', () => {
     noDecodeErrors();
   });
 
+  it("marks where a session was lost, after what the loss brought along (a restore's uevent)", async () => {
+    const ring = new EventRing();
+    push(ring, 3);
+    const hello = (generation: number) => ({
+      protocol: PROTOCOL_VERSION,
+      probeVersion: 'test',
+      instanceId: 'test-instance-0001',
+      generation,
+      bootId: 'boot-id',
+      clocks: { wallMs: Date.now(), sinceBootMs: 1234 },
+      lastSeq: ring.lastSeq,
+      ...(link?.lostAtSeq !== undefined ? { lostAtSeq: link.lostAtSeq } : {}),
+      config: { target: 'envd', expectPort: 49983 },
+      status: initialStatus(49983),
+    });
+    // The kernel's NEW_VMGENID is read when the link drops: it lands before the mark.
+    const l = startLink(ring, { hello, onLost: () => push(ring, 1) });
+    expect(l.lostAtSeq).toBeUndefined();
+    expect(await l.waitAcked(3, 3000)).toBe(true);
+    collector.sessions[0]!.socket.destroy(); // a transport reset
+    await waitFor('second session', () => collector.sessions.length === 2 && l.connected);
+    expect(l.lostAtSeq).toBe(4);
+    expect(collector.sessions[0]!.messages[0]).not.toHaveProperty('lostAtSeq');
+    expect(collector.sessions[1]!.messages[0]).toMatchObject({ type: 'hello', generation: 2, lastSeq: 4, lostAtSeq: 4 });
+    noDecodeErrors();
+  });
+
   it('replays from the new welcome ack when the collector acked less', async () => {
     const ring = new EventRing();
     push(ring, 10);

@@ -74,6 +74,10 @@ export const SANDBOX_STATES = {
   },
   exited: { trouble: 1, meaning: 'the target is gone (exit status or signal when the probe could learn it)' },
   silent: { trouble: 2, meaning: 'the probe was connected and stopped talking' },
+  paused: {
+    trouble: 7,
+    meaning: 'the orchestrator said it paused the VM (`POST …/lifecycle {"event":"pause"}`); the next connection opens a new generation',
+  },
 } as const satisfies Record<string, { trouble: number; meaning: string }>;
 
 export type SandboxState = keyof typeof SANDBOX_STATES;
@@ -93,11 +97,42 @@ export function isSandboxState(s: string): s is SandboxState {
 export const SETTLED_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['ready', 'stuck', 'exited']);
 /** The target's start-up has not finished, so its last phase is still running. */
 export const STARTING_UP_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['booting', 'starting', 'stuck']);
-/** Nothing more is heard of the target (it exited) or from the probe (silent) since the state
- *  began: a timeline ends there. */
-export const ENDED_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['exited', 'silent']);
+/** Nothing more is heard of the target (it exited) or from the probe (silent, or its VM
+ *  paused) since the state began: a timeline ends there. */
+export const ENDED_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['exited', 'silent', 'paused']);
 /** Outcomes, not progress: the state changes a timeline marks. */
 export const OUTCOME_STATES: ReadonlySet<SandboxState> = new Set<SandboxState>(['ready', 'stuck', 'exited', 'silent']);
+
+// ---- generations ----
+
+/** Why a generation (a life of the VM: a boot or a restore) began; collector/lives.ts decides. */
+export const GENERATION_CAUSES = {
+  first: { meaning: 'the first probe session the collector saw of this sandbox' },
+  boot: { meaning: "the hello's boot id is not the last session's: the VM booted again" },
+  lifecycle: { meaning: 'the orchestrator said it paused or snapshotted the VM (`POST …/lifecycle`), and a probe connected after' },
+  'uds-moved': { meaning: 'the sandbox was registered again with another `udsPath` (a restore with `vsock_override`)' },
+  monotonic: {
+    meaning:
+      "the guest's time since boot went back, or stood still for 5 s or more while the host's ran: the VM was restored from a snapshot",
+  },
+  clock: {
+    meaning:
+      "the guest's wall clock fell 5 s or more further behind the host's since the last contact: a restored clock runs from the snapshot moment until envd's `/init` sets it",
+  },
+  vmgenid: { meaning: "the guest kernel's vmgenid driver sent `NEW_VMGENID` (Firecracker's VMGenID device changed on a restore)" },
+} as const satisfies Record<string, { meaning: string }>;
+
+export type GenerationCause = keyof typeof GENERATION_CAUSES;
+
+/** What the orchestrator may tell the collector about a sandbox's VM (`POST …/lifecycle`). */
+export const LIFECYCLE_EVENTS = {
+  pause: { meaning: 'the VM is paused on purpose: the state is `paused`, not `silent`, and the next connection is a new generation' },
+  resume: { meaning: 'the VM runs again: the state is decided from the probe again' },
+  snapshot: { meaning: 'the VM was snapshotted: the next connection is a new generation (a restore of it)' },
+} as const satisfies Record<string, { meaning: string }>;
+
+export type LifecycleEvent = keyof typeof LIFECYCLE_EVENTS;
+export const LIFECYCLE_EVENT_NAMES = Object.keys(LIFECYCLE_EVENTS) as readonly LifecycleEvent[];
 
 // ---- conditions ----
 
@@ -127,8 +162,13 @@ export const COLLECTOR_EVENTS = {
   state: { meaning: 'the state changed: `state`, `previous`, `reason`' },
   condition: { meaning: 'a condition was raised or cleared: `name`, `raised`, `detail`' },
   'session.open': {
-    meaning: 'a probe said hello, opening a new generation: `instanceId`, `probeGeneration`, `probeVersion`, `bootId`, `lastSeq`, `ack`',
+    meaning:
+      'a probe said hello, opening a new session: `session`, `instanceId`, `probeGeneration`, `probeVersion`, `bootId`, `lastSeq`, `lostAtSeq`, `ack`',
   },
+  generation: {
+    meaning: 'a new life of the VM began (a boot or a restore): `generation`, `cause` (a generation cause), `detail`, `fromSeq`',
+  },
+  lifecycle: { meaning: 'the orchestrator told the collector about the VM: `event` (pause, resume, snapshot)' },
   'session.close': { meaning: "the probe's session ended: `reason`, and the protocol close `code` when one ended it" },
   gap: { meaning: 'events the probe lost before sending them (they fell out of its ring): `from`, `to`, `lost`' },
   dump: { meaning: 'a dump was stored, failed or was skipped: `dumpId`, `mode`, `trigger`, `complete`, `error`, `blockedIn`, `count`' },
@@ -140,6 +180,7 @@ export type CollectorEventKind = keyof typeof COLLECTOR_EVENTS;
 export const DUMP_TRIGGERS = {
   api: { meaning: 'asked for through the API (the dashboard, `vsockdiag dump`)' },
   auto: { meaning: 'taken by the collector on entering `stuck`' },
+  final: { meaning: 'taken as the sandbox was unregistered (`DELETE /v1/sandboxes/:id?capture=1`), before its listener closed' },
 } as const satisfies Record<string, { meaning: string }>;
 
 export type DumpTrigger = keyof typeof DUMP_TRIGGERS;

@@ -554,7 +554,7 @@ describe('restart', () => {
     const b = path.join(collectors.dir, 'b.sock');
     await call(first.url, 'PUT', '/v1/sandboxes/a', { udsPath: a });
     await call(first.url, 'PUT', '/v1/sandboxes/b', { udsPath: b });
-    // one probe session, so sandbox a has generation 1
+    // one probe session, so sandbox a has generation 1, session 1
     await probe(a, readyStatus).connect();
     await collectors.stop(first.collector);
     expect(fs.existsSync(`${a}_${VSOCK_PORT}`)).toBe(false);
@@ -564,19 +564,25 @@ describe('restart', () => {
     expect(isSocket(`${a}_${VSOCK_PORT}`)).toBe(true);
     expect(isSocket(`${b}_${VSOCK_PORT}`)).toBe(true);
     const list = await call(second.url, 'GET', '/v1/sandboxes');
-    expect(list.json!.sandboxes.map((s: Json) => [s.id, s.state, s.generation])).toEqual([
-      ['a', 'registered', 1],
-      ['b', 'registered', 0],
+    expect(list.json!.sandboxes.map((s: Json) => [s.id, s.state, s.generation, s.session])).toEqual([
+      ['a', 'registered', 1, 1],
+      ['b', 'registered', 0, 0],
     ]);
     // the history survived too
     const ev = await call(second.url, 'GET', '/v1/sandboxes/a/events?kind=session.');
     expect(ev.json!.events.map((e: Json) => e.kind)).toEqual(['session.open', 'session.close']);
 
-    // and a probe can connect again: the next session is generation 2
+    // and the probe can connect again: a collector restart is a new session of the same
+    // life of the VM, not a new generation
     await probe(a, readyStatus).connect();
     const r = await call(second.url, 'GET', '/v1/sandboxes/a/readiness');
     expect(r.status).toBe(200);
-    expect(r.json).toMatchObject({ ready: true, generation: 2 });
+    expect(r.json).toMatchObject({ ready: true, generation: 1, session: 2 });
+    const opened = await call(second.url, 'GET', '/v1/sandboxes/a/events?kind=session.open');
+    expect(opened.json!.events.map((e: Json) => [e.generation, e.session, e.data.session])).toEqual([
+      [1, 1, 1],
+      [1, 2, 2],
+    ]);
   });
 });
 

@@ -6,7 +6,16 @@
 import fs from 'node:fs';
 import { ADDRESS_ERROR_CODES, DUMP_MODE_INFO, DUMP_SOURCE_INFO, PROTOCOL_ERROR_CODES } from '@vsockdiag/proto';
 import { describe, expect, it } from 'vitest';
-import { API_ERRORS, COLLECTOR_EVENTS, CONDITIONS, DUMP_TRIGGERS, REQUEST_ERRORS, SANDBOX_STATES } from '../src/catalogue.js';
+import {
+  API_ERRORS,
+  COLLECTOR_EVENTS,
+  CONDITIONS,
+  DUMP_TRIGGERS,
+  GENERATION_CAUSES,
+  LIFECYCLE_EVENTS,
+  REQUEST_ERRORS,
+  SANDBOX_STATES,
+} from '../src/catalogue.js';
 
 const read = (rel: string) => fs.readFileSync(new URL(`../../${rel}`, import.meta.url), 'utf8');
 
@@ -72,6 +81,18 @@ const LISTINGS: Listing[] = [
   { file: 'docs/codes.md', heading: 'States', header: ['state', 'meaning'], expected: rowsOf(SANDBOX_STATES, meaning) },
   { file: 'docs/codes.md', heading: 'Conditions', header: ['condition', 'raised when'], expected: rowsOf(CONDITIONS, meaning) },
   { file: 'docs/codes.md', heading: 'Collector event kinds', header: ['kind', 'meaning'], expected: rowsOf(COLLECTOR_EVENTS, meaning) },
+  {
+    file: 'docs/codes.md',
+    heading: 'Generations and sessions',
+    header: ['cause', 'meaning'],
+    expected: rowsOf(GENERATION_CAUSES, meaning),
+  },
+  {
+    file: 'docs/codes.md',
+    heading: 'Generations and sessions',
+    header: ['event', 'meaning'],
+    expected: rowsOf(LIFECYCLE_EVENTS, meaning),
+  },
   { file: 'docs/codes.md', heading: 'Dumps', header: ['mode', 'meaning'], expected: rowsOf(DUMP_MODE_INFO, meaning) },
   { file: 'docs/codes.md', heading: 'Dumps', header: ['source', 'meaning'], expected: rowsOf(DUMP_SOURCE_INFO, meaning) },
   { file: 'docs/codes.md', heading: 'Dumps', header: ['trigger', 'meaning'], expected: rowsOf(DUMP_TRIGGERS, meaning) },

@@ -61,6 +61,7 @@ const ROUTES: Array<{ method: 'GET' | 'PUT' | 'POST' | 'DELETE'; path: string; a
   { method: 'DELETE', path: '/v1/sandboxes/evil', access: 'token' },
   { method: 'GET', path: '/v1/sandboxes/evil/readiness', access: 'token' },
   { method: 'GET', path: '/v1/sandboxes/evil/events', access: 'token' },
+  { method: 'POST', path: '/v1/sandboxes/evil/lifecycle', access: 'token', body: '{"event":"pause"}' },
   { method: 'POST', path: '/v1/sandboxes/evil/dumps', access: 'token', body: '{"mode":"threads"}' },
   { method: 'GET', path: '/v1/sandboxes/evil/dumps', access: 'token' },
   { method: 'GET', path: '/v1/sandboxes/evil/dumps/1', access: 'token' },

@@ -124,15 +124,23 @@ describe('OTLP export', { timeout: 60_000 }, () => {
     const crashed = await waitFor('the exited boot span', () => rootOf(r.spans, 'crashed'));
     expect(crashed.status.code).toBe(ERROR);
 
-    // A new generation of `healthy` links to the first one's boot span.
+    // A reconnect in the same boot is a new session of the same life: an event on its
+    // trace, not a new trace.
     const sb = collector.registry.get('healthy')!;
-    const again = await probe(sb.socketPath, initialStatus(49983));
+    const rejoined = await probe(sb.socketPath, initialStatus(49983));
+    await waitFor('session 2', () => sb.intake.sessionNumber === 2);
+    rejoined.close();
+    // A new boot is a new generation: its trace links to the first one's boot span.
+    const again = await probe(sb.socketPath, initialStatus(49983), 2000, { bootId: 'b0d5e1d0-0000-4000-8000-000000000002' });
     await waitFor('generation 2', () => sb.generation === 2);
     again.close();
     const second = await waitFor('the second boot span', () => rootOf(r.spans, 'healthy', 2));
     expect(second.traceId).not.toBe(boot.traceId);
     expect(second.links).toHaveLength(1);
     expect(second.links[0]).toMatchObject({ traceId: boot.traceId, spanId: boot.spanId });
+    expect(attr(second.attributes, 'vsockdiag.generation.cause')).toBe('boot');
+    const first = r.spans.filter((s) => s.name === 'boot' && attr(s.attributes, 'vsockdiag.sandbox.id') === 'healthy');
+    expect(first.map((s) => attr(s.attributes, 'vsockdiag.generation'))).toEqual([1, 2]);
 
     // State changes as log records, in the boot's trace.
     const stuckLog = await waitFor('the stuck log record', () =>

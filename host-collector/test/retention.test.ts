@@ -59,7 +59,7 @@ async function allEvents(url: string, query = ''): Promise<Json[]> {
 
 function connectProbe(
   socket: string,
-  over: { generation?: number; status?: Hello['status']; onMessage?: (m: CollectorMessage, c: ProbeClient) => void } = {},
+  over: { generation?: number; bootId?: string; status?: Hello['status']; onMessage?: (m: CollectorMessage, c: ProbeClient) => void } = {},
 ) {
   const p = new ProbeClient({ path: socket, heartbeatMs: 1000, sinceBootMs: () => 10_000 + performance.now(), ...over });
   probes.push(p);
@@ -227,15 +227,17 @@ describe('automatic dumps', () => {
     target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true },
   };
 
-  it('a reconnect storm takes at most AUTO_DUMP_SETS sets, records the skip once, and keeps the operator dump', async () => {
+  it('a reboot storm takes at most AUTO_DUMP_SETS sets, records the skip once, and keeps the operator dump', async () => {
     const { url, socket } = await start({ startDeadlineMs: 100 });
     const autoDumps = async () => (await get(url, '/v1/sandboxes/vm/dumps')).json.dumps.filter((d: Json) => d.trigger === 'auto');
     const storm = AUTO_DUMP_SETS + 3;
     let operatorDump: number | null = null;
     for (let g = 1; g <= storm; g++) {
       const commands: CollectorMessage[] = [];
+      // Each connection a new boot (a reconnect alone is the same life, the same episode).
       const p = connectProbe(socket, {
         generation: g,
+        bootId: `boot-${g}`,
         status: hung,
         onMessage: (m, c) => {
           if (m.type === 'command') commands.push(m);

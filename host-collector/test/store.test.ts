@@ -44,12 +44,25 @@ function reader(dir: string): Database.Database {
   return db;
 }
 
-function ev(sandboxId: string, generation: number, seq: number | null, kind = 'phase', data: unknown = { name: `p${seq}` }): EventRecord {
-  return { sandboxId, generation, seq, kind, tGuest: seq === null ? null : seq * 10, tHost: 1_700_000_000_000 + (seq ?? 0), data };
+/** An event; unless told, it arrived on the session numbered like its generation. */
+function ev(
+  sandboxId: string,
+  generation: number,
+  seq: number | null,
+  kind = 'phase',
+  data: unknown = { name: `p${seq}` },
+  session = generation,
+): EventRecord {
+  return { sandboxId, generation, session, seq, kind, tGuest: seq === null ? null : seq * 10, tHost: 1_700_000_000_000 + (seq ?? 0), data };
 }
 
+/** A session; unless told, numbered like its generation (one session per generation). */
 function session(over: Partial<SessionRecord> & Pick<SessionRecord, 'generation'>): SessionRecord {
   return {
+    session: over.generation,
+    bootOffsetMs: null,
+    skewMs: null,
+    guestMs: null,
     sandboxId: 'sb1',
     instanceId: 'instance-aaaa',
     probeGeneration: 1,
@@ -115,7 +128,7 @@ describe('Store.append', () => {
     const dir = tmpDir();
     const store = open(dir);
     await appendAndWait(store, [ev('sb1', 1, 1)]);
-    // Same (sandbox, generation, seq) again violates the unique index.
+    // Same (sandbox, session, seq) again violates the unique index.
     const err = await new Promise<Error | null>((resolve) => store.append([ev('sb1', 1, 2), ev('sb1', 1, 1)], resolve));
     expect(err).toBeInstanceOf(Error);
     expect(store.events('sb1', { limit: 10 }).events.map((e) => e.seq)).toEqual([1]);
@@ -501,6 +514,60 @@ describe('Store retention', () => {
     expect(h.guest.bytes + h.collector.bytes).toBeLessThanOrEqual(1 * MiB);
     expect(h.collector.events).toBe(1);
     expect(store.events('sb1', { order: 'desc', limit: 1 }).events[0]!.kind).toBe('state');
+  });
+});
+
+describe('a database from before generations meant lives', () => {
+  it('turns its generations into sessions and counts the generations again from the boot ids', () => {
+    const dir = tmpDir();
+    const old = new Database(path.join(dir, 'vsockdiag.db'));
+    old.exec(`
+      CREATE TABLE sandboxes (id TEXT PRIMARY KEY, uds_path TEXT NOT NULL, source TEXT NOT NULL,
+        generation INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL);
+      CREATE TABLE sessions (sandbox_id TEXT NOT NULL, generation INTEGER NOT NULL, instance_id TEXT NOT NULL,
+        probe_generation INTEGER NOT NULL, probe_version TEXT NOT NULL, boot_id TEXT NOT NULL, opened_ms INTEGER NOT NULL,
+        closed_ms INTEGER, close_reason TEXT, PRIMARY KEY (sandbox_id, generation));
+      CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, sandbox_id TEXT NOT NULL, generation INTEGER NOT NULL,
+        seq INTEGER, kind TEXT NOT NULL, t_guest REAL, t_host INTEGER NOT NULL, data TEXT NOT NULL, bytes INTEGER NOT NULL);
+      CREATE UNIQUE INDEX events_by_seq ON events (sandbox_id, generation, seq) WHERE seq IS NOT NULL;
+      CREATE TABLE dumps (id INTEGER PRIMARY KEY AUTOINCREMENT, sandbox_id TEXT NOT NULL, generation INTEGER NOT NULL,
+        mode TEXT NOT NULL, source TEXT NOT NULL, trigger TEXT NOT NULL, complete INTEGER NOT NULL, error TEXT, note TEXT,
+        pid INTEGER, created_ms INTEGER NOT NULL, bytes INTEGER NOT NULL, text BLOB NOT NULL, analysis TEXT NOT NULL, paused_ms REAL);
+      INSERT INTO sandboxes VALUES ('sb1', '/run/sb1', 'api', 3, 1);
+      -- Sessions 1 and 2 of boot A (a collector upgrade between them), 3 of boot B.
+      INSERT INTO sessions VALUES ('sb1', 1, 'inst-a', 1, '0.1.0', 'boot-a', 10, 20, 'collector stopped');
+      INSERT INTO sessions VALUES ('sb1', 2, 'inst-a', 2, '0.1.0', 'boot-a', 30, 40, 'probe closed');
+      INSERT INTO sessions VALUES ('sb1', 3, 'inst-b', 1, '0.1.0', 'boot-b', 50, NULL, NULL);
+      INSERT INTO events (sandbox_id, generation, seq, kind, t_host, data, bytes) VALUES
+        ('sb1', 0, NULL, 'state', 1, '{}', 2), ('sb1', 1, 1, 'phase', 11, '{}', 2), ('sb1', 2, 2, 'phase', 31, '{}', 2),
+        ('sb1', 3, 1, 'phase', 51, '{}', 2), ('sb1', 3, NULL, 'state', 52, '{}', 2);
+      INSERT INTO dumps (sandbox_id, generation, mode, source, trigger, complete, created_ms, bytes, text, analysis)
+        VALUES ('sb1', 2, 'threads', 'proc', 'api', 1, 32, 0, x'', 'null');
+    `);
+    old.close();
+    const store = open(dir);
+    expect(store.sessions('sb1')).toEqual([
+      expect.objectContaining({ session: 1, generation: 1, instanceId: 'inst-a', closeReason: 'collector stopped' }),
+      expect.objectContaining({ session: 2, generation: 1, instanceId: 'inst-a' }),
+      expect.objectContaining({ session: 3, generation: 2, instanceId: 'inst-b' }),
+    ]);
+    expect(store.events('sb1', { limit: 10 }).events.map((e) => [e.kind, e.seq, e.generation, e.session])).toEqual([
+      ['state', null, 0, 0],
+      ['phase', 1, 1, 1],
+      ['phase', 2, 1, 2],
+      ['phase', 1, 2, 3],
+      ['state', null, 2, 3],
+    ]);
+    expect(store.listDumps('sb1', (d) => d.generation)).toEqual([1]);
+    const life = store.lifeState('sb1');
+    expect([life.generation, life.session]).toEqual([2, 3]);
+    expect(life.generations.map((g) => [g.generation, g.cause, g.instanceId])).toEqual([
+      [1, 'first', 'inst-a'],
+      [2, 'boot', 'inst-b'],
+    ]);
+    expect(life.last).toMatchObject({ instanceId: 'inst-b', bootId: 'boot-b' });
+    // The ack floor follows sessions: instance a's second session already has seq 1 stored.
+    expect(store.ackFloor('sb1', 'inst-a', 3)).toBe(2);
   });
 });
 

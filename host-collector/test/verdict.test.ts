@@ -59,7 +59,7 @@ describe('decide(): registered and booting', () => {
   });
 
   it('exports the exact state names of the design', () => {
-    expect([...STATES]).toEqual(['registered', 'booting', 'starting', 'ready', 'stuck', 'exited', 'silent']);
+    expect([...STATES]).toEqual(['registered', 'booting', 'starting', 'ready', 'stuck', 'exited', 'silent', 'paused']);
   });
 });
 

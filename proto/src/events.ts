@@ -131,6 +131,10 @@ const eventShapes = {
     pid: s.optional(pid),
     fields: s.optional(s.record(text, { maxKeys: MAX_FIELDS, maxKeyLength: MAX_FIELD_KEY })),
   },
+  /** The guest kernel's vmgenid driver announced a new VM generation id (a KOBJ_CHANGE
+   *  uevent with NEW_VMGENID=1, sent when Firecracker restores a snapshot): the events from
+   *  this one on belong to a new life of the VM. `devpath` is the uevent's DEVPATH. */
+  'vm.genid': { devpath: s.optional(s.string({ max: MAX_NAME })) },
   /** Something about the probe itself worth keeping (a rejected datagram, a fallback). */
   'probe.notice': {
     level: s.oneOf(['info', 'warn'] as const),

@@ -27,6 +27,10 @@ export const helloSchema = s.object({
   clocks: s.object({ wallMs: ms, sinceBootMs: ms }),
   /** Highest sequence number the probe has assigned so far (0 = none). */
   lastSeq: seq,
+  /** The ring's lastSeq when this probe process's previous session was lost (absent in its
+   *  first session): after a restore, events up to it were made before the transport reset,
+   *  in the VM's previous life, and the collector files them there. */
+  lostAtSeq: s.optional(seq),
   config: s.object({
     target: s.string({ max: MAX_NAME }),
     expectPort: s.int({ min: 0, max: 65535 }),

@@ -99,6 +99,7 @@ export function applyEvent(status: ProbeStatus, e: ProbeEvent): ProbeStatus {
       return { ...status, phases };
     }
     case 'probe.notice':
+    case 'vm.genid':
       return status;
   }
 }

@@ -22,6 +22,11 @@ export interface ProbeClientOptions {
   lastSeq?: number;
   status?: Hello['status'];
   sinceBootMs?: () => number;
+  /** The guest's wall clock (default: the host's). */
+  wallMs?: () => number;
+  bootId?: string;
+  /** Said in the hello: the seq at which this probe's previous link was lost. */
+  lostAtSeq?: number;
   /** Send heartbeats this often (the collector closes a session silent for 5 s). */
   heartbeatMs?: number;
   /** Called on each message from the collector (to answer its commands, say). */
@@ -72,8 +77,10 @@ export class ProbeClient {
       probeVersion: 'test-client',
       instanceId: this.opts.instanceId,
       generation: this.opts.generation,
-      clocks: { wallMs: Date.now(), sinceBootMs: this.sinceBoot },
+      clocks: { wallMs: this.opts.wallMs?.() ?? Date.now(), sinceBootMs: this.sinceBoot },
+      bootId: this.opts.bootId,
       lastSeq: this.seq,
+      lostAtSeq: this.opts.lostAtSeq,
       status: this.opts.status,
     });
     this.send(hello);

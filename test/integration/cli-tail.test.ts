@@ -35,7 +35,7 @@ it('prints past events, then live ones, until Ctrl-C', async () => {
     await waitFor('past events', () => out.includes('before-tail'));
     probe.events([{ kind: 'phase', name: 'during-tail', status: 'envd startup: live' }]);
     await waitFor('a live event', () => out.includes('during-tail  envd startup: live'));
-    expect(out).toMatch(/\d\d:\d\d:\d\d\.\d{3} g1 phase\s+during-tail/);
+    expect(out).toMatch(/\d\d:\d\d:\d\d\.\d{3} g1\/s1 phase\s+during-tail/);
   } finally {
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGINT');

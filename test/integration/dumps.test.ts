@@ -143,7 +143,8 @@ describe('dumps', () => {
     // Generation 1 receives the command… and the VM is restored before it answers.
     await waitFor('the dump command', () => gen1.received.some((m) => m.type === 'command'), { timeoutMs: 5000 });
     gen1.close();
-    const gen2 = new ProbeClient({ ...memory, generation: 2 });
+    // Restored: its wall clock runs from the snapshot moment, an hour ago (a new generation).
+    const gen2 = new ProbeClient({ ...memory, generation: 2, wallMs: () => Date.now() - 3_600_000 });
     cleanup.push(() => gen2.close());
     await gen2.connect();
     // Generation 2 answers the retried command with its own dump.

@@ -1,17 +1,21 @@
-// Sandbox generations (the lesson of seed 003): a snapshot's transport reset ends every
-// connection, the probe comes back on a fresh one, and the collector records a new
-// generation without mixing the two; clones restored from one snapshot (same probe memory,
-// different sockets) are different sandboxes; a restore that moves uds_path is followed.
+// Sessions and generations (the lesson of seed 003): a generation is a life of the VM (a
+// boot or a restore), a session one connection. A snapshot's transport reset ends every
+// connection and the probe comes back on a fresh one: by itself that is a new session; with
+// the evidence of a restore (the kernel's NEW_VMGENID, the orchestrator's hint) a new
+// generation, and the two lives' events stay apart. Clones restored from one snapshot (same
+// probe memory, different sockets) are different sandboxes; a restore that moves uds_path is
+// followed and is a new generation.
 
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { initialStatus } from '@vsockdiag/proto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, cli, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
 import { ProbeClient } from '../harness/probe-client.js';
 import { startSandbox, type Sandbox } from '../harness/sandbox.js';
+import { sendUevent } from '../harness/uevent.js';
 
 let collector: CollectorProcess;
 let root: string;
@@ -38,31 +42,71 @@ async function readySandbox(id: string): Promise<Sandbox> {
 }
 
 describe('generations', () => {
-  it('a transport reset → the probe reconnects, generation 2 is recorded, the generations stay apart', async () => {
+  it('a transport reset alone (a dropped link) → the probe reconnects on session 2 of generation 1', async () => {
     const sb = await readySandbox('reset');
-    const before = await allEvents(collector, 'reset');
-    expect(new Set(before.map((e) => e.generation))).toEqual(new Set([1]));
-    const maxSeq1 = Math.max(...before.filter((e) => e.seq !== null).map((e) => e.seq));
-
     sb.vm.reset();
-    await waitFor('generation 2', async () => (await collector.api('GET', '/v1/sandboxes/reset')).body.generation === 2);
-    sb.notify('PHASE=after-restore\nSTATUS=resumed');
-    await waitFor('the new phase', async () => (await allEvents(collector, 'reset', 'phase')).some((e) => e.data.name === 'after-restore'));
+    await waitFor('session 2', async () => {
+      const d = (await collector.api('GET', '/v1/sandboxes/reset')).body;
+      return d.session === 2 && d.connected;
+    });
+    sb.notify('PHASE=after-reset');
+    await waitFor('the new phase', async () => (await allEvents(collector, 'reset', 'phase')).some((e) => e.data.name === 'after-reset'));
+    const d = (await collector.api('GET', '/v1/sandboxes/reset')).body;
+    expect([d.generation, d.session]).toEqual([1, 2]);
+    const events = await allEvents(collector, 'reset');
+    expect(new Set(events.map((e) => e.generation))).toEqual(new Set([1]));
+    const open2 = events.find((e) => e.kind === 'session.open' && e.session === 2);
+    // The probe said where its link was lost: everything before it was already durable.
+    expect(open2.data.lostAtSeq).toBe(open2.data.ack);
+    await waitForState(collector, 'reset', 'ready');
+  });
 
-    const gen1 = (await collector.api('GET', '/v1/sandboxes/reset/events?generation=1&limit=1000')).body.events;
-    const gen2 = (await collector.api('GET', '/v1/sandboxes/reset/events?generation=2&limit=1000')).body.events;
+  it("a restore: the transport reset with the guest kernel's NEW_VMGENID → generation 2, the lives kept apart", async (ctx) => {
+    const sb = await readySandbox('restore');
+    if (!sb.isolated) return ctx.skip(); // the uevent goes into the sandbox's own network namespace only
+    const before = await allEvents(collector, 'restore');
+    const maxSeq1 = Math.max(...before.filter((e) => e.seq !== null).map((e) => e.seq));
+    const [probePid] = sb.pidsOf('vsockdiag-probe');
+    sendUevent(probePid!);
+    sb.vm.reset();
+    await waitFor('generation 2', async () => (await collector.api('GET', '/v1/sandboxes/restore')).body.generation === 2);
+    sb.notify('PHASE=after-restore\nSTATUS=resumed');
+    await waitFor('the new phase', async () =>
+      (await allEvents(collector, 'restore', 'phase')).some((e) => e.data.name === 'after-restore'),
+    );
+
+    const d = (await collector.api('GET', '/v1/sandboxes/restore')).body;
+    expect(d.generationInfo).toMatchObject({ generation: 2, cause: 'vmgenid' });
+    const gen1 = (await collector.api('GET', '/v1/sandboxes/restore/events?generation=1&limit=1000')).body.events;
+    const gen2 = (await collector.api('GET', '/v1/sandboxes/restore/events?generation=2&limit=1000')).body.events;
     expect(gen1.every((e: any) => e.generation === 1)).toBe(true);
     expect(gen2.every((e: any) => e.generation === 2)).toBe(true);
-    const open2 = gen2.find((e: any) => e.kind === 'session.open');
-    expect(open2.data.probeGeneration).toBe(2);
-    expect(open2.data.ack).toBe(maxSeq1); // everything before the reset was already durable
+    // Every probe event of the first life came before the kernel's word, every one of the second after it.
+    const genid = gen2.find((e: any) => e.kind === 'vm.genid');
+    expect(genid.seq).toBeGreaterThan(maxSeq1);
+    expect(gen1.filter((e: any) => e.seq !== null).every((e: any) => e.seq < genid.seq)).toBe(true);
+    expect(gen2.filter((e: any) => e.seq !== null).every((e: any) => e.seq >= genid.seq)).toBe(true);
     const phase = gen2.find((e: any) => e.kind === 'phase' && e.data.name === 'after-restore');
-    expect(phase.seq).toBeGreaterThan(maxSeq1);
-    // No probe event is stored in both generations.
+    expect(phase.seq).toBeGreaterThan(genid.seq);
     const seqs = [...gen1, ...gen2].filter((e: any) => e.seq !== null).map((e: any) => e.seq);
     expect(new Set(seqs).size).toBe(seqs.length);
-    await waitForState(collector, 'reset', 'ready');
+    await waitForState(collector, 'restore', 'ready');
     expect(sb.vm.stats().guestInitiated).toBeGreaterThanOrEqual(2);
+  });
+
+  it('a restore the orchestrator announced (lifecycle pause) → generation 2 on the next connection', async () => {
+    const sb = await readySandbox('hinted');
+    const said = await cli(collector, ['lifecycle', 'hinted', 'pause']);
+    expect(said.code, said.stderr).toBe(0);
+    expect(said.stdout).toMatch(/^hinted: paused \(generation 1, session 1\); the next connection opens a new generation/);
+    expect((await collector.api('GET', '/v1/sandboxes/hinted')).body).toMatchObject({ state: 'paused', expectNewGeneration: true });
+    sb.vm.reset();
+    await waitFor('generation 2', async () => {
+      const d = (await collector.api('GET', '/v1/sandboxes/hinted')).body;
+      return d.generation === 2 && d.connected;
+    });
+    const d = await waitForState(collector, 'hinted', 'ready');
+    expect([d.generation, d.session, d.generationInfo.cause, d.pausedSince]).toEqual([2, 2, 'lifecycle', null]);
   });
 
   it('a reset that never surfaces as a socket error (blackholed link) is caught by the idle timeout', async () => {
@@ -72,10 +116,11 @@ describe('generations', () => {
     expect(silent.reason).toMatch(/ERR_IDLE/);
     sb.vm.blackhole(false);
     const back = await waitForState(collector, 'blackhole', 'ready', 15_000);
-    expect(back.generation).toBe(2);
+    // The idle timeout ended the session; the same life of the VM goes on in the next.
+    expect([back.generation, back.session]).toEqual([1, 2]);
   });
 
-  it('a restore that moves uds_path (vsock_override) is followed after re-registration', async () => {
+  it('a restore that moves uds_path (vsock_override) is followed after re-registration, as a new generation', async () => {
     const sb = await readySandbox('moved');
     const newPath = path.join(sb.dir, 'moved.sock');
     await collector.api('PUT', '/v1/sandboxes/moved', { udsPath: newPath });
@@ -84,6 +129,7 @@ describe('generations', () => {
       const d = (await collector.api('GET', '/v1/sandboxes/moved')).body;
       return d.generation === 2 && d.connected && d.udsPath === newPath;
     });
+    expect((await collector.api('GET', '/v1/sandboxes/moved')).body.generationInfo.cause).toBe('uds-moved');
     await waitForState(collector, 'moved', 'ready');
     expect(fs.existsSync(`${newPath}_52000`)).toBe(true);
     expect(fs.existsSync(`${sb.udsPath}_52000`)).toBe(false);

@@ -70,7 +70,10 @@ export type PhaseStats = ReturnType<typeof phaseStats>;
 
 export interface SandboxEvent {
   id: number;
+  /** The life of the VM the event belongs to (a boot or a restore). */
   generation: number;
+  /** The probe connection it arrived on (or, for the collector's own, the one current then). */
+  session: number;
   seq: number | null;
   kind: string;
   tGuest: number | null;

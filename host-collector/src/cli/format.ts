@@ -15,6 +15,7 @@ const COLORS: Record<SandboxState, string> = {
   stuck: '31',
   exited: '31',
   silent: '33',
+  paused: '34',
 };
 
 /** A state as the API gave it (a newer collector may know states this CLI does not). */
@@ -29,8 +30,8 @@ export function sinceText(iso: string, now = Date.now()): string {
 
 export function table(rows: SandboxSummary[], tty: boolean): string {
   if (rows.length === 0) return 'no sandboxes\n';
-  const head = ['ID', 'STATE', 'FOR', 'GEN', 'REASON'];
-  const body = rows.map((r) => [r.id, r.state, sinceText(r.since), String(r.generation), r.reason]);
+  const head = ['ID', 'STATE', 'FOR', 'GEN', 'SESSION', 'REASON'];
+  const body = rows.map((r) => [r.id, r.state, sinceText(r.since), String(r.generation), String(r.session), r.reason]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   const line = (cells: string[], color: boolean) =>
     cells

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { WebSocket } from 'ws';
 import { DUMP_MODES, parseDuration } from '@vsockdiag/proto';
-import { SETTLED_STATES, type SandboxState } from '../catalogue.js';
+import { LIFECYCLE_EVENT_NAMES, SETTLED_STATES, type SandboxState } from '../catalogue.js';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
@@ -239,6 +239,20 @@ export function buildProgram(): Command {
     });
 
   program
+    .command('lifecycle <id> <event>')
+    .description(`tell the collector the orchestrator's word on the VM: ${LIFECYCLE_EVENT_NAMES.join(', ')}`)
+    .option('--json', 'JSON output')
+    .action(async (id: string, event: string, o, cmd: Command) => {
+      const res = await client(cmd).request<{ state: string; generation: number; session: number; expectNewGeneration: boolean }>(
+        'POST',
+        `/v1/sandboxes/${encodeURIComponent(id)}/lifecycle`,
+        { event },
+      );
+      const next = res.body.expectNewGeneration ? '; the next connection opens a new generation' : '';
+      print(o.json, res.body, () => `${id}: ${res.body.state} (generation ${res.body.generation}, session ${res.body.session})${next}\n`);
+    });
+
+  program
     .command('ls')
     .description('list sandboxes with their state and reason')
     .option('--state <state>', 'only this state')
@@ -383,7 +397,7 @@ export function buildProgram(): Command {
         before = `&before=${r.body.next}`;
       }
       recent.reverse();
-      const key = (e: TailEvent) => `${e.generation}|${e.seq}|${e.kind}|${e.at}`;
+      const key = (e: TailEvent) => `${e.generation}|${e.session}|${e.seq}|${e.kind}|${e.at}`;
       const shown = new Set(recent.map(key));
       for (const e of recent) print(e);
       for (const e of held) if (!shown.has(key(e))) print(e);
@@ -411,7 +425,7 @@ export function buildProgram(): Command {
   return program;
 }
 
-/** One line per event: time, generation, kind, and the fields that matter for that kind. */
+/** One line per event: time, generation/session, kind, and the fields that matter for that kind. */
 function formatEvent(e: TailEvent): string {
   // The payload of whatever kind, as JSON gave it.
   const d = (e.data ?? {}) as Record<string, unknown>;
@@ -430,7 +444,7 @@ function formatEvent(e: TailEvent): string {
     default:
       what = JSON.stringify(d);
   }
-  return `${time} g${e.generation} ${e.kind.padEnd(16)} ${what}\n`;
+  return `${time} g${e.generation}/s${e.session} ${e.kind.padEnd(16)} ${what}\n`;
 }
 
 /** A spinner on stderr while waiting (a plain line when stderr is not a terminal). */
@@ -459,15 +473,18 @@ async function readStdin(): Promise<string> {
 
 function formatStatus(s: StatusBody): string {
   const lines = [
-    `${s.id}  ${colorState(s.state, tty)} for ${sinceText(s.since)}  (generation ${s.generation})`,
+    `${s.id}  ${colorState(s.state, tty)} for ${sinceText(s.since)}  (generation ${s.generation}, session ${s.session})`,
     `  reason:   ${s.reason}`,
     `  socket:   ${s.udsPath}`,
   ];
+  // Why this life of the VM began: a boot, or the evidence of a restore.
+  if (s.generationInfo)
+    lines.push(`  life:     generation ${s.generationInfo.generation} since ${s.generationInfo.since}: ${s.generationInfo.detail}`);
   if (s.probe) {
     const p = s.probe;
     const source = p.listenerSource === 'proc' ? `, listeners from /proc/net/tcp (${p.fallbackReason ?? 'fallback'})` : '';
     lines.push(
-      `  probe:    ${s.connected ? 'connected' : 'disconnected'}, instance ${p.instanceId}, v${p.version}, session ${p.generation}${source}`,
+      `  probe:    ${s.connected ? 'connected' : 'disconnected'}, instance ${p.instanceId}, v${p.version}, probe session ${p.generation}${source}`,
     );
   }
   if (s.target) {

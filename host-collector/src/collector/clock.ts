@@ -18,6 +18,11 @@ export class GuestClock {
     return Number.isFinite(this.offset);
   }
 
+  /** Host ms at guest boot by this estimate (null before any sample). */
+  get bootOffsetMs(): number | null {
+    return this.known ? this.offset : null;
+  }
+
   toHost(guestMs: number): number {
     return this.known ? guestMs + this.offset : Date.now();
   }

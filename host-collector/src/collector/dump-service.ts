@@ -1,15 +1,16 @@
 // Taking, parsing and keeping dumps. A dump goes over the probe's own session when it is
 // up, else through the probe's command port (Firecracker's host-initiated CONNECT), on a
 // fresh connection. Either way the answer must come from the sandbox's current generation:
-// an answer that straddles a restore is thrown away and the dump taken again, once.
+// an answer that straddles a restore is thrown away and the dump taken again, once (and so
+// is one whose session was replaced by a reconnect: the new session can answer).
 //
 // Automatic dumps: on entering `stuck`, a goroutine dump that does not harm the target (read
 // from its memory, or its pprof page); a threads dump when that fails (not a Go target, no
 // ptrace permission); with --on-stuck=quit also the destructive SIGQUIT dump, so the
 // supervisor restarts envd with the evidence kept. Each is linked from the history, and a
 // goroutine dump of the current target tells the verdict where it is blocked.
-// A guest can bring about any number of stuck episodes (each reconnect is a new generation),
-// so automatic sets are rate-limited per sandbox; a set not taken is recorded as skipped.
+// A guest can bring about any number of stuck episodes (a reboot, a restore, a restarted
+// target), so automatic sets are rate-limited per sandbox; a set not taken is recorded as skipped.
 
 import { DUMP_MODES, MAX_DUMP_BYTES, type DumpMode } from '@vsockdiag/proto';
 import type { DumpErrorCode, DumpTrigger } from '../catalogue.js';
@@ -109,6 +110,7 @@ export class DumpService {
     let lastErr: Error | null = null;
     for (let attempt = 0; attempt < 2; attempt++) {
       const generation = sb.generation;
+      const session = sb.session;
       try {
         const { answer, via } = await this.ask(sb, req);
         if (sb.generation !== generation) {
@@ -121,9 +123,9 @@ export class DumpService {
         return await this.keep(sb, req, answer, generation);
       } catch (err) {
         lastErr = err as Error;
-        // Retry once if the sandbox changed generation under us: the new one can answer.
+        // Retry once if the sandbox changed generation or session under us: the new one can answer.
         if (err instanceof DumpError && err.code === 'DUMP_FAILED') break;
-        if (sb.generation === generation) break;
+        if (sb.generation === generation && sb.session === session) break;
       }
     }
     throw lastErr instanceof DumpError
@@ -144,10 +146,13 @@ export class DumpService {
       } catch (err) {
         if (!(err instanceof RequestError) || err.code !== 'CLOSED') throw err;
         // A session that dies mid-dump is often a snapshot's transport reset: the probe is
-        // back within moments, as a new generation. Ask that one (take() retries), rather
-        // than a command port that may reach the VM in between.
+        // back within moments, on a new session (of a new generation if it was a restore).
+        // Ask that one (take() retries), rather than a command port that may reach the VM in between.
         if (await sb.waitForSession(RECONNECT_WAIT_MS)) {
-          throw new DumpError('STALE_GENERATION', `the probe reconnected as generation ${sb.generation} during the dump`);
+          throw new DumpError(
+            'STALE_GENERATION',
+            `the probe reconnected (generation ${sb.generation}, session ${sb.session}) during the dump`,
+          );
         }
         this.log.info({ sandbox: sb.id, err: err.message }, 'session closed during a dump; trying the command port');
       }
@@ -162,6 +167,30 @@ export class DumpService {
       );
     }
     return { answer: a, via: 'command port' };
+  }
+
+  /**
+   * The last evidence before a sandbox goes (DELETE …?capture=1): a goroutine dump that does not
+   * harm the target when it is a Go program, else (the probe answers it cannot) a threads dump.
+   * Never throws: no dump is an answer with the reason.
+   */
+  async final(sb: Sandbox): Promise<{ dump: StoredDump | null; error: string | null }> {
+    // A paused VM answers nothing: waiting out both modes' time limits would only delay the teardown.
+    if (sb.intake.pausedSince !== null) return { dump: null, error: 'the VM is paused (lifecycle hint): no probe can answer' };
+    let error: string | null = null;
+    for (const mode of ['goroutines', 'threads'] as const) {
+      try {
+        const d = await this.take(sb, { mode, destructive: false, trigger: 'final' });
+        if (d.error === null) return { dump: d, error: null };
+        error = d.error;
+      } catch (err) {
+        error = (err as Error).message;
+        // No probe to ask: a threads dump would not find one either.
+        if (err instanceof DumpError && err.code === 'PROBE_UNREACHABLE') break;
+      }
+    }
+    this.log.warn({ sandbox: sb.id, err: error }, 'final dump not taken');
+    return { dump: null, error };
   }
 
   /** Stores the answer: gzipped and analysed in the dump worker, so a big or hostile dump never holds up the event loop. */

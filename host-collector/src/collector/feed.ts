@@ -20,7 +20,11 @@ interface About {
 }
 
 export type FeedEvent =
-  | (About & { type: 'session.open'; bootId: string; instanceId: string; probeVersion: string })
+  /** A new life of the VM (a boot or a restore): `cause` is the evidence (lives.ts). Comes
+   *  before the session.open of the hello that showed it. */
+  | (About & { type: 'generation'; cause: string; detail: string })
+  /** A probe connection; within one generation there may be many (reconnects, restarts). */
+  | (About & { type: 'session.open'; session: number; bootId: string; instanceId: string; probeVersion: string })
   | (About & { type: 'session.close'; reason: string; code: string | null })
   /** A new target process (first start, or a restart): its phases start afresh. `startedAt`: host ms. */
   | (About & { type: 'target'; pid: number; name: string; startedAt: number })

@@ -85,8 +85,8 @@ export class SandboxHistory implements HistoryView {
   constructor(
     private readonly sandboxId: string,
     private readonly store: Store,
-    /** The sandbox's generation now: collector events are filed under it. */
-    private readonly generation: () => number,
+    /** The sandbox's generation and session now: collector events are filed under them. */
+    private readonly now: () => { generation: number; session: number },
     /** Rows just queued for the store, for the live stream. */
     private readonly recorded: (rows: EventRecord[]) => void,
   ) {}
@@ -121,9 +121,11 @@ export class SandboxHistory implements HistoryView {
 
   /** A collector-side event (state change, session edge, gap, …) in the sandbox's history. */
   record(kind: CollectorEventKind, data: Record<string, unknown>): void {
+    const { generation, session } = this.now();
     const row: EventRecord = {
       sandboxId: this.sandboxId,
-      generation: this.generation(),
+      generation,
+      session,
       seq: null,
       kind,
       tGuest: null,

@@ -86,7 +86,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
   /** Brings back every persisted sandbox and listens for each (if its path is still allowed). */
   async restore(): Promise<void> {
     for (const row of this.store.listSandboxes()) {
-      const sb = this.create(row.id, row.udsPath, row.source, row.generation);
+      const sb = this.create(row.id, row.udsPath, row.source);
       try {
         const problem = udsPathProblem(row.udsPath, this.settings.udsRoots);
         if (problem) throw new Error(problem);
@@ -132,7 +132,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
       }
       return { sandbox: existing, created: false };
     }
-    const sb = this.create(id, udsPath, source, 0);
+    const sb = this.create(id, udsPath, source);
     try {
       await sb.startListening();
     } catch (err) {
@@ -161,8 +161,8 @@ export class Registry extends EventEmitter<RegistryEvents> {
     await Promise.all([...this.sandboxes.values()].map((sb) => sb.stop()));
   }
 
-  private create(id: string, udsPath: string, source: 'api' | 'discover', generation: number): Sandbox {
-    const sb = new Sandbox(id, udsPath, source, generation, this.store, this.settings, this.log);
+  private create(id: string, udsPath: string, source: 'api' | 'discover'): Sandbox {
+    const sb = new Sandbox(id, udsPath, source, this.store, this.settings, this.log);
     sb.on('state', (change) => {
       // After the batch that caused it: a sandbox decides on a batch before it hands the
       // batch's rows on, and the feed tells what happened in the order it happened. Queued
@@ -190,8 +190,8 @@ export class Registry extends EventEmitter<RegistryEvents> {
       conditions: sb.conditionsAt().map((x) => ({ name: x.name, detail: x.detail })),
       lagMs: c.lagMs,
       targetStartedAt: target ? Math.round(sb.intake.clock.toHost(target.startedAt)) : null,
-      // Those of this generation: taken since its session opened.
-      dumpIds: sb.history.recentDumps.flatMap((d) => (d.id !== null && d.at >= (sb.intake.connectedAt ?? 0) ? [d.id] : [])),
+      // Those of this generation: taken since it opened (a life of the VM, over its sessions).
+      dumpIds: sb.history.recentDumps.flatMap((d) => (d.id !== null && d.at >= (sb.intake.currentGeneration?.openedMs ?? 0) ? [d.id] : [])),
     });
   }
 
@@ -216,10 +216,13 @@ export class Registry extends EventEmitter<RegistryEvents> {
           name: d.name as string,
           startedAt: Math.round(sb.intake.clock.toHost(d.startedAt as number)),
         });
+      } else if (r.kind === 'generation') {
+        this.feed.publish({ ...about, type: 'generation', cause: String(d.cause), detail: String(d.detail) });
       } else if (r.kind === 'session.open') {
         this.feed.publish({
           ...about,
           type: 'session.open',
+          session: r.session,
           bootId: d.bootId as string,
           instanceId: d.instanceId as string,
           probeVersion: d.probeVersion as string,

@@ -9,7 +9,7 @@
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
 import { listen } from '@vsockdiag/proto';
-import type { SandboxState } from '../catalogue.js';
+import type { LifecycleEvent, SandboxState } from '../catalogue.js';
 import type { BudgetLimits } from './budget.js';
 import type { Condition, ConditionSettings } from './conditions.js';
 import { SandboxHistory, type Blocked, type DumpNote, type HistoryView } from './history.js';
@@ -38,6 +38,7 @@ export interface StateChange {
   generation: number;
   /** From the input that decided it to the recorded transition, ms (verdict-clock.ts). */
   lagMs: number;
+  session: number;
 }
 
 /** What a sandbox tells its listeners. */
@@ -48,8 +49,9 @@ export interface SandboxEvents {
   changed: [];
   /** Rows were queued for the store (the probe's events, or the collector's). */
   recorded: [rows: EventRecord[]];
-  /** A probe said hello, opening this generation. */
-  connected: [generation: number];
+  /** A probe said hello, opening this session of this generation (or a vm.genid event
+   *  opened a generation inside the session). */
+  connected: [generation: number, session: number];
   /** The sandbox was unregistered. */
   removed: [];
 }
@@ -66,7 +68,6 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
     readonly id: string,
     udsPath: string,
     readonly source: 'api' | 'discover',
-    generation: number,
     store: Store,
     private readonly settings: SandboxSettings,
     private readonly log: Logger,
@@ -78,13 +79,13 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
     this.kept = new SandboxHistory(
       id,
       store,
-      () => this.link.generation,
+      () => ({ generation: this.link.generation, session: this.link.sessionNumber }),
       (rows) => this.emit('recorded', rows),
     );
-    this.link = new Intake(id, generation, store, this.kept, settings.budget, log, {
+    this.link = new Intake(id, store, this.kept, settings.budget, log, {
       reconsider: (causeAt) => this.verdict.evaluate(causeAt),
       recorded: (rows) => this.emit('recorded', rows),
-      connected: (gen) => this.emit('connected', gen),
+      connected: (gen, session) => this.emit('connected', gen, session),
     });
     this.verdict = new VerdictClock(
       {
@@ -103,7 +104,15 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
         evaluated: () => this.emit('changed'),
         transition: ({ state, previous, reason, lagMs }) => {
           this.log.info({ sandbox: this.id, state, previous, reason }, 'state changed');
-          this.emit('state', { id: this.id, state, previous, reason, generation: this.link.generation, lagMs });
+          this.emit('state', {
+            id: this.id,
+            state,
+            previous,
+            reason,
+            generation: this.link.generation,
+            session: this.link.sessionNumber,
+            lagMs,
+          });
         },
       },
     );
@@ -134,6 +143,16 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
 
   get generation(): number {
     return this.link.generation;
+  }
+
+  /** The current (or last) probe connection's number. */
+  get session(): number {
+    return this.link.sessionNumber;
+  }
+
+  /** The orchestrator's word on the VM (POST …/lifecycle). */
+  lifecycle(event: LifecycleEvent): void {
+    this.link.lifecycle(event);
   }
 
   /** The state the history has (as of the last evaluation). */
@@ -185,8 +204,11 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
     // that moved the socket resets it anyway.
     this.server?.close();
     this.server = null;
+    const from = this.uds;
     this.uds = udsPath;
     await this.startListening();
+    // A socket that moved is a restore (vsock_override): the next hello is a new life.
+    if (from !== udsPath) this.link.expectMoved(from, udsPath);
   }
 
   /** Resolves true when a probe session is (or becomes) open within `ms`. */

@@ -52,8 +52,9 @@ export interface SessionHost {
 }
 
 export class Session {
-  /** Set by the sandbox when the hello is accepted. */
-  generation = 0;
+  /** The collector's number for this connection (counted per sandbox), set when its hello
+   *  is accepted; 0 before. */
+  number = 0;
   hello: Hello | null = null;
   private lastSeq = 0;
   /** Commands asked for while the hello is being accepted (the sandbox's verdict can start a
@@ -109,7 +110,7 @@ export class Session {
 
   private closed({ reason, code, error }: Closed): void {
     if (error instanceof ProtocolError) {
-      this.log.warn({ code, err: error.message, generation: this.generation }, 'closing probe session');
+      this.log.warn({ code, err: error.message, session: this.number }, 'closing probe session');
     } else if (code === 'ERR_INTERNAL') {
       this.log.error({ err: error }, 'unexpected error handling a probe message');
     }

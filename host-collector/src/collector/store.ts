@@ -13,7 +13,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import Database from 'better-sqlite3';
+import type { GenerationCause } from '../catalogue.js';
 import { capEventData } from './event-size.js';
+import type { GenerationRecord, LastContact } from './lives.js';
 
 export interface SandboxRow {
   id: string;
@@ -25,17 +27,43 @@ export interface SandboxRow {
 
 export interface SessionRecord {
   sandboxId: string;
+  /** The collector's number for this connection, counted per sandbox. */
+  session: number;
+  /** The life of the VM it is a connection of. */
   generation: number;
   instanceId: string;
   probeGeneration: number;
   probeVersion: string;
   bootId: string;
   openedMs: number;
+  /** What the next hello is compared with (lives.ts LastContact), as of the hello. */
+  bootOffsetMs: number | null;
+  skewMs: number | null;
+  guestMs: number | null;
 }
+
+/** What a sandbox's generations and sessions are when the collector starts. */
+export interface LifeState {
+  generation: number;
+  session: number;
+  /** The newest generations, oldest first (at most KEEP_GENERATIONS). */
+  generations: GenerationRecord[];
+  /** The newest session's, or null before any. */
+  last: LastContact | null;
+  /** The orchestrator's pending lifecycle hint (intake.ts), as saved. */
+  lifecycle: string | null;
+}
+
+/** Generations a sandbox's intake keeps to file events by: events of older lives than these
+ *  arriving now are filed under the oldest kept. */
+export const KEEP_GENERATIONS = 16;
 
 export interface EventRecord {
   sandboxId: string;
+  /** The life of the VM the event belongs to (for a probe event: the one it was made in). */
   generation: number;
+  /** The session it arrived on (for collector events: the session current then; 0 before any). */
+  session: number;
   /** Probe sequence number; null for events the collector itself records (state changes, gaps). */
   seq: number | null;
   kind: string;
@@ -190,24 +218,27 @@ export class Store {
         uds_path TEXT NOT NULL,
         source TEXT NOT NULL,
         generation INTEGER NOT NULL DEFAULT 0,
-        created_ms INTEGER NOT NULL
+        created_ms INTEGER NOT NULL,
+        session INTEGER NOT NULL DEFAULT 0,
+        lifecycle TEXT
       );
-      CREATE TABLE IF NOT EXISTS sessions (
+      ${SESSIONS_TABLE}
+      CREATE TABLE IF NOT EXISTS generations (
         sandbox_id TEXT NOT NULL,
         generation INTEGER NOT NULL,
-        instance_id TEXT NOT NULL,
-        probe_generation INTEGER NOT NULL,
-        probe_version TEXT NOT NULL,
-        boot_id TEXT NOT NULL,
+        cause TEXT NOT NULL,
+        detail TEXT NOT NULL,
         opened_ms INTEGER NOT NULL,
-        closed_ms INTEGER,
-        close_reason TEXT,
+        instance_id TEXT NOT NULL,
+        from_seq INTEGER NOT NULL,
+        after_guest_ms REAL,
         PRIMARY KEY (sandbox_id, generation)
-      );
+      ) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS events (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         sandbox_id TEXT NOT NULL,
         generation INTEGER NOT NULL,
+        session INTEGER NOT NULL DEFAULT 0,
         seq INTEGER,
         kind TEXT NOT NULL,
         t_guest REAL,
@@ -243,10 +274,13 @@ export class Store {
         paused_ms REAL
       );
       CREATE INDEX IF NOT EXISTS dumps_by_sandbox ON dumps (sandbox_id, id);
-      CREATE UNIQUE INDEX IF NOT EXISTS events_by_seq ON events (sandbox_id, generation, seq) WHERE seq IS NOT NULL;
     `);
     this.addEventBytes();
     this.addDumpPause();
+    this.addLives();
+    // A probe's seqs are unique within one session (a session numbers nothing twice; a
+    // probe restarted in the same boot counts from 1 again, in the same generation).
+    this.db.exec('CREATE UNIQUE INDEX IF NOT EXISTS events_by_session_seq ON events (sandbox_id, session, seq) WHERE seq IS NOT NULL');
     this.stmt = {
       upsertSandbox: this.db.prepare(
         `INSERT INTO sandboxes (id, uds_path, source, generation, created_ms) VALUES (@id, @udsPath, @source, @generation, @createdMs)
@@ -254,6 +288,7 @@ export class Store {
       ),
       deleteSandbox: this.db.prepare('DELETE FROM sandboxes WHERE id = ?'),
       deleteSessions: this.db.prepare('DELETE FROM sessions WHERE sandbox_id = ?'),
+      deleteGenerations: this.db.prepare('DELETE FROM generations WHERE sandbox_id = ?'),
       deleteEvents: this.db.prepare('DELETE FROM events WHERE sandbox_id = ?'),
       deleteDumps: this.db.prepare('DELETE FROM dumps WHERE sandbox_id = ?'),
       deleteUsage: this.db.prepare('DELETE FROM event_usage WHERE sandbox_id = ?'),
@@ -283,25 +318,45 @@ export class Store {
         'SELECT id, uds_path AS udsPath, source, generation, created_ms AS createdMs FROM sandboxes ORDER BY id',
       ),
       setGeneration: this.db.prepare('UPDATE sandboxes SET generation = ? WHERE id = ?'),
+      setSession: this.db.prepare('UPDATE sandboxes SET session = ?, generation = ? WHERE id = ?'),
+      setLifecycle: this.db.prepare('UPDATE sandboxes SET lifecycle = ? WHERE id = ?'),
+      sandboxLife: this.db.prepare('SELECT generation, session, lifecycle FROM sandboxes WHERE id = ?'),
       openSession: this.db.prepare(
-        `INSERT INTO sessions (sandbox_id, generation, instance_id, probe_generation, probe_version, boot_id, opened_ms)
-         VALUES (@sandboxId, @generation, @instanceId, @probeGeneration, @probeVersion, @bootId, @openedMs)`,
+        `INSERT INTO sessions (sandbox_id, session, generation, instance_id, probe_generation, probe_version, boot_id, opened_ms,
+                               boot_offset_ms, skew_ms, guest_ms)
+         VALUES (@sandboxId, @session, @generation, @instanceId, @probeGeneration, @probeVersion, @bootId, @openedMs,
+                 @bootOffsetMs, @skewMs, @guestMs)`,
       ),
       closeSession: this.db.prepare(
-        'UPDATE sessions SET closed_ms = ?, close_reason = ? WHERE sandbox_id = ? AND generation = ? AND closed_ms IS NULL',
+        `UPDATE sessions SET closed_ms = ?, close_reason = ?, boot_offset_ms = COALESCE(?, boot_offset_ms),
+                             skew_ms = COALESCE(?, skew_ms), guest_ms = COALESCE(?, guest_ms)
+         WHERE sandbox_id = ? AND session = ? AND closed_ms IS NULL`,
       ),
       sessions: this.db.prepare(
-        `SELECT generation, instance_id AS instanceId, probe_generation AS probeGeneration, probe_version AS probeVersion,
+        `SELECT session, generation, instance_id AS instanceId, probe_generation AS probeGeneration, probe_version AS probeVersion,
                 boot_id AS bootId, opened_ms AS openedMs, closed_ms AS closedMs, close_reason AS closeReason
-         FROM sessions WHERE sandbox_id = ? ORDER BY generation`,
+         FROM sessions WHERE sandbox_id = ? ORDER BY session`,
+      ),
+      lastSession: this.db.prepare(
+        `SELECT instance_id AS instanceId, boot_id AS bootId, boot_offset_ms AS bootOffsetMs, skew_ms AS skewMs, guest_ms AS guestMs
+         FROM sessions WHERE sandbox_id = ? ORDER BY session DESC LIMIT 1`,
+      ),
+      insertGeneration: this.db.prepare(
+        `INSERT OR REPLACE INTO generations (sandbox_id, generation, cause, detail, opened_ms, instance_id, from_seq, after_guest_ms)
+         VALUES (@sandboxId, @generation, @cause, @detail, @openedMs, @instanceId, @fromSeq, @afterGuestMs)`,
+      ),
+      generations: this.db.prepare(
+        `SELECT generation, cause, detail, opened_ms AS openedMs, instance_id AS instanceId, from_seq AS fromSeq,
+                after_guest_ms AS afterGuestMs
+         FROM generations WHERE sandbox_id = ? ORDER BY generation DESC LIMIT ${KEEP_GENERATIONS}`,
       ),
       ackFloor: this.db.prepare(
-        `SELECT MAX(e.seq) AS seq FROM sessions s JOIN events e ON e.sandbox_id = s.sandbox_id AND e.generation = s.generation
+        `SELECT MAX(e.seq) AS seq FROM sessions s JOIN events e ON e.sandbox_id = s.sandbox_id AND e.session = s.session
          WHERE s.sandbox_id = ? AND s.instance_id = ? AND s.probe_generation < ? AND e.seq IS NOT NULL`,
       ),
       // Positional: the group commit binds thousands of rows a second, without an object each.
       insertEvent: this.db.prepare(
-        'INSERT INTO events (sandbox_id, generation, seq, kind, t_guest, t_host, data, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+        'INSERT INTO events (sandbox_id, generation, session, seq, kind, t_guest, t_host, data, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
       ),
       lastOfKind: this.db.prepare('SELECT id FROM events WHERE sandbox_id = ? AND kind = ? ORDER BY id DESC LIMIT 1'),
       // Oldest first, one origin: what pruning walks (only as far as it deletes). Named
@@ -325,7 +380,7 @@ export class Store {
       for (const p of batch) {
         for (let i = 0; i < p.rows.length; i++) {
           const r = p.rows[i]!;
-          insert.run(r.sandboxId, r.generation, r.seq, r.kind, r.tGuest, r.tHost, p.json[i]!, p.bytes[i]!);
+          insert.run(r.sandboxId, r.generation, r.session, r.seq, r.kind, r.tGuest, r.tHost, p.json[i]!, p.bytes[i]!);
           this.count(r.sandboxId, r.seq === null ? 'collector' : 'guest', 1, p.bytes[i]! + EVENT_OVERHEAD_BYTES);
           touched.add(r.sandboxId);
         }
@@ -348,6 +403,83 @@ export class Store {
   private addDumpPause(): void {
     const columns = this.db.prepare('PRAGMA table_info(dumps)').all() as Array<{ name: string }>;
     if (!columns.some((c) => c.name === 'paused_ms')) this.db.exec('ALTER TABLE dumps ADD COLUMN paused_ms REAL');
+  }
+
+  /**
+   * A database from before generations meant lives of the VM, when every hello opened one:
+   * its "generations" become the sessions they were, and the generations are counted again
+   * from the evidence those sessions kept (a new boot id), so a history that one collector
+   * upgrade or probe restart had split is one life again. Events and dumps follow.
+   */
+  private addLives(): void {
+    const has = (table: string, column: string) =>
+      (this.db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).some((c) => c.name === column);
+    this.db.transaction(() => {
+      if (!has('sandboxes', 'session')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN session INTEGER NOT NULL DEFAULT 0');
+      if (!has('sandboxes', 'lifecycle')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN lifecycle TEXT');
+      if (!has('events', 'session')) {
+        // Every old generation was one session, numbered alike.
+        this.db.exec('ALTER TABLE events ADD COLUMN session INTEGER NOT NULL DEFAULT 0; UPDATE events SET session = generation');
+      }
+      this.db.exec('DROP INDEX IF EXISTS events_by_seq');
+    })();
+    if (has('sessions', 'session')) return;
+    this.db.transaction(() => {
+      this.db.exec(`
+        ALTER TABLE sessions RENAME TO sessions_before_lives;
+        ${SESSIONS_TABLE}
+        CREATE TEMP TABLE life_of_session (sandbox_id TEXT NOT NULL, session INTEGER NOT NULL, generation INTEGER NOT NULL,
+                                           PRIMARY KEY (sandbox_id, session)) WITHOUT ROWID;
+      `);
+      const old = this.db
+        .prepare(
+          `SELECT sandbox_id AS sandboxId, generation AS session, instance_id AS instanceId, probe_generation AS probeGeneration,
+                  probe_version AS probeVersion, boot_id AS bootId, opened_ms AS openedMs, closed_ms AS closedMs,
+                  close_reason AS closeReason
+           FROM sessions_before_lives ORDER BY sandbox_id, generation`,
+        )
+        .all() as Array<Record<string, string | number | null> & { sandboxId: string; session: number; bootId: string }>;
+      const insertSession = this.db.prepare(
+        `INSERT INTO sessions (sandbox_id, session, generation, instance_id, probe_generation, probe_version, boot_id, opened_ms,
+                               closed_ms, close_reason)
+         VALUES (@sandboxId, @session, @generation, @instanceId, @probeGeneration, @probeVersion, @bootId, @openedMs,
+                 @closedMs, @closeReason)`,
+      );
+      const insertGeneration = this.db.prepare(
+        `INSERT INTO generations (sandbox_id, generation, cause, detail, opened_ms, instance_id, from_seq, after_guest_ms)
+         VALUES (?, ?, ?, 'counted again from the sessions recorded before generations meant lives', ?, ?, 1, NULL)`,
+      );
+      const map = this.db.prepare('INSERT INTO life_of_session (sandbox_id, session, generation) VALUES (?, ?, ?)');
+      let sandbox = '';
+      let generation = 0;
+      let boot = '';
+      for (const row of old) {
+        if (row.sandboxId !== sandbox) {
+          sandbox = row.sandboxId;
+          generation = 0;
+          boot = '';
+        }
+        if (generation === 0 || (row.bootId !== '' && boot !== '' && row.bootId !== boot)) {
+          generation++;
+          const cause: GenerationCause = generation === 1 ? 'first' : 'boot';
+          insertGeneration.run(sandbox, generation, cause, row.openedMs, row.instanceId);
+        }
+        if (row.bootId !== '') boot = row.bootId;
+        insertSession.run({ ...row, generation });
+        map.run(sandbox, row.session, generation);
+      }
+      this.db.exec(`
+        UPDATE events SET generation = COALESCE(
+          (SELECT m.generation FROM life_of_session m WHERE m.sandbox_id = events.sandbox_id AND m.session = events.session), generation);
+        UPDATE dumps SET generation = COALESCE(
+          (SELECT m.generation FROM life_of_session m WHERE m.sandbox_id = dumps.sandbox_id AND m.session = dumps.generation), generation);
+        UPDATE sandboxes SET
+          session = COALESCE((SELECT MAX(session) FROM sessions s WHERE s.sandbox_id = sandboxes.id), 0),
+          generation = COALESCE((SELECT MAX(generation) FROM sessions s WHERE s.sandbox_id = sandboxes.id), 0);
+        DROP TABLE life_of_session;
+        DROP TABLE sessions_before_lives;
+      `);
+    })();
   }
 
   /** A database from before byte quotas: give every event its size, and total them once. */
@@ -470,6 +602,7 @@ export class Store {
       this.stmt.deleteDumps.run(id);
       this.stmt.deleteEvents.run(id);
       this.stmt.deleteSessions.run(id);
+      this.stmt.deleteGenerations.run(id);
       this.stmt.deleteUsage.run(id);
       this.stmt.deleteSandbox.run(id);
     })();
@@ -482,17 +615,44 @@ export class Store {
     return this.stmt.listSandboxes.all() as SandboxRow[];
   }
 
-  /** Records a new session and the sandbox's new generation in one commit. */
-  openSession(s: SessionRecord): void {
+  /** Records a new session, and the new generation it opens if it does, in one commit. */
+  openSession(s: SessionRecord, opens?: GenerationRecord): void {
     this.flush();
     this.db.transaction(() => {
+      if (opens) this.stmt.insertGeneration.run(generationRow(s.sandboxId, opens));
       this.stmt.openSession.run(s);
-      this.stmt.setGeneration.run(s.generation, s.sandboxId);
+      this.stmt.setSession.run(s.session, s.generation, s.sandboxId);
     })();
   }
 
-  closeSession(sandboxId: string, generation: number, reason: string): void {
-    this.stmt.closeSession.run(Date.now(), reason.slice(0, 500), sandboxId, generation);
+  /** A generation that begins inside a session (a vmgenid event), or where one begins moved. */
+  saveGeneration(sandboxId: string, g: GenerationRecord): void {
+    // Queued events before the cut are committed first, under the generation they had.
+    this.flush();
+    this.db.transaction(() => {
+      this.stmt.insertGeneration.run(generationRow(sandboxId, g));
+      this.stmt.setGeneration.run(g.generation, sandboxId);
+    })();
+  }
+
+  /** Ends a session, with the last the collector heard of the guest's clocks on it. */
+  closeSession(sandboxId: string, session: number, reason: string, last: Omit<LastContact, 'instanceId' | 'bootId'> = NO_CLOCKS): void {
+    this.stmt.closeSession.run(Date.now(), reason.slice(0, 500), last.bootOffsetMs, last.skewMs, last.guestMs, sandboxId, session);
+  }
+
+  /** What the sandbox's intake starts from: its numbers, generations and last session. */
+  lifeState(sandboxId: string): LifeState {
+    const row = this.stmt.sandboxLife.get(sandboxId) as { generation: number; session: number; lifecycle: string | null } | undefined;
+    const generations = (this.stmt.generations.all(sandboxId) as Array<Omit<GenerationRecord, 'cause'> & { cause: string }>)
+      .map((g) => ({ ...g, cause: g.cause as GenerationCause }))
+      .reverse();
+    const last = (this.stmt.lastSession.get(sandboxId) as LastContact | undefined) ?? null;
+    return { generation: row?.generation ?? 0, session: row?.session ?? 0, generations, last, lifecycle: row?.lifecycle ?? null };
+  }
+
+  /** The orchestrator's pending lifecycle hint, kept across a collector restart. */
+  saveLifecycle(sandboxId: string, json: string | null): void {
+    this.stmt.setLifecycle.run(json, sandboxId);
   }
 
   sessions(sandboxId: string): unknown[] {
@@ -557,7 +717,7 @@ export class Store {
     if (q.before !== undefined) where.push('id < @before');
     if (q.kind) where.push(q.kind.endsWith('.') ? "kind LIKE @kindPrefix ESCAPE '\\'" : 'kind = @kind');
     if (q.generation !== undefined) where.push('generation = @generation');
-    const sql = `SELECT id, sandbox_id AS sandboxId, generation, seq, kind, t_guest AS tGuest, t_host AS tHost, data, bytes
+    const sql = `SELECT id, sandbox_id AS sandboxId, generation, session, seq, kind, t_guest AS tGuest, t_host AS tHost, data, bytes
          FROM events WHERE ${where.join(' AND ')} ORDER BY id ${q.order === 'desc' ? 'DESC' : 'ASC'} LIMIT @limit`;
     // A few dozen shapes at most (filters × order): each compiled once.
     let statement = this.eventQueries.get(sql);
@@ -643,6 +803,29 @@ export class Store {
     this.flush();
     this.db.close();
   }
+}
+
+const SESSIONS_TABLE = `CREATE TABLE IF NOT EXISTS sessions (
+        sandbox_id TEXT NOT NULL,
+        session INTEGER NOT NULL,
+        generation INTEGER NOT NULL,
+        instance_id TEXT NOT NULL,
+        probe_generation INTEGER NOT NULL,
+        probe_version TEXT NOT NULL,
+        boot_id TEXT NOT NULL,
+        opened_ms INTEGER NOT NULL,
+        closed_ms INTEGER,
+        close_reason TEXT,
+        boot_offset_ms REAL,
+        skew_ms REAL,
+        guest_ms REAL,
+        PRIMARY KEY (sandbox_id, session)
+      );`;
+
+const NO_CLOCKS = { bootOffsetMs: null, skewMs: null, guestMs: null };
+
+function generationRow(sandboxId: string, g: GenerationRecord) {
+  return { sandboxId, ...g, detail: g.detail.slice(0, 500) };
 }
 
 /** How much of `n` goes when it is over `max`: back to KEEP_AFTER_PRUNE of `max`. */

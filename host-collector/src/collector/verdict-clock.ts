@@ -21,7 +21,7 @@ import { decide, type VerdictInput } from './verdict.js';
 
 /** What the verdict is decided from, read afresh at each decision. */
 export interface VerdictSources {
-  readonly intake: Pick<IntakeView, 'session' | 'status' | 'clock' | 'connectedAt' | 'disconnectedAt' | 'disconnectReason'>;
+  readonly intake: Pick<IntakeView, 'session' | 'status' | 'clock' | 'connectedAt' | 'disconnectedAt' | 'disconnectReason' | 'pausedSince'>;
   readonly history: Pick<HistoryView, 'threads' | 'kernel' | 'skewMs' | 'blocked'>;
   /** Why the collector cannot listen on the sandbox's socket, if it cannot. */
   listenError(): VerdictInput['listenError'];
@@ -160,6 +160,7 @@ export class VerdictClock {
       conditionsRecheckAt: status ? conditionsRecheckAt({ status, toHost, now, settings: this.settings.conditions }) : null,
       now,
       connected: intake.session !== null,
+      pausedSince: intake.pausedSince,
       connectedAt: intake.connectedAt,
       disconnectedAt: intake.disconnectedAt,
       disconnectReason: intake.disconnectReason,

@@ -31,6 +31,9 @@ export interface VerdictInput {
   /** Where a goroutine dump of the target found it blocked (dumps/where-blocked.ts): named in
    *  a stuck reason while `pid` is still the target's. */
   blocked?: { pid: number; text: string } | null;
+  /** Host ms since which the orchestrator says the VM is paused (POST …/lifecycle): a probe
+   *  that went quiet then is expected to. Null or absent: not paused. */
+  pausedSince?: number | null;
   /** The collector cannot listen on the sandbox's socket: no probe can reach it, so that is
    *  the reason, whatever the state last decided from the probe. */
   listenError?: { socketPath: string; message: string } | null;
@@ -65,6 +68,9 @@ export function decide(v: VerdictInput, explain = true): Verdict {
 
 function decideState(v: VerdictInput, explain: boolean): Verdict {
   const { now, status } = v;
+  if (v.pausedSince !== undefined && v.pausedSince !== null) {
+    return { state: 'paused', reason: explain ? `paused by the orchestrator ${ago(now, v.pausedSince)}` : '', recheckAt: null };
+  }
   if (!status) {
     return { state: 'registered', reason: 'waiting for the probe to connect', recheckAt: null };
   }

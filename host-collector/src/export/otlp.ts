@@ -1,8 +1,9 @@
 // --otlp-endpoint URL: the fleet's history as OTLP/HTTP traces and logs (JSON encoding, the
 // official exporters), so it flows into the operator's OpenTelemetry pipeline.
 //
-// Each generation of a sandbox (one probe session: a boot, or a restore of it) is a trace:
-// a root span `boot` from the session's hello, a child span per phase (from its marker to
+// Each generation of a sandbox (a life of the VM: a boot, or a restore of it) is a trace: a
+// root span `boot` from the hello that opened it (each later session of the same life, a
+// reconnect, is an event on it), a child span per phase (from its marker to
 // the next, the last to READY=1), and a link to the previous generation's root span. The
 // root span ends when the generation is decided: ready, exited or silent; when stuck, after
 // the automatic dumps the collector takes (or STUCK_HOLD_MS), so they are on it too; or
@@ -158,6 +159,8 @@ interface Boot {
   phases: number;
   /** When stuck: ends the root span if the automatic dumps take too long. */
   hold: NodeJS.Timeout | null;
+  /** Probe sessions seen in this boot so far (reconnects are events on its root span). */
+  sessions: number;
 }
 
 /** The states worth more than INFO in a log record; any other (a new one too) is INFO. */
@@ -176,6 +179,8 @@ export class OtlpExport {
   private readonly boots = new Map<string, Boot>();
   /** The last root span of each sandbox, open or ended: links and late events refer to it. */
   private readonly lastRoot = new Map<string, SpanContext>();
+  /** The generation each sandbox's latest trace is of: a session of it opens no new one. */
+  private readonly traced = new Map<string, number>();
   private readonly unsubscribe: () => void;
 
   constructor(
@@ -259,8 +264,28 @@ export class OtlpExport {
 
   private note(e: FeedEvent): void {
     switch (e.type) {
-      case 'session.open':
+      case 'generation':
         return this.openBoot(e);
+      case 'session.open': {
+        // A reconnect within a life of the VM is an event of its trace, not a new one; the
+        // first session of a sandbox this collector has not seen a generation of opens it.
+        if (this.traced.get(e.id) !== e.generation) this.openBoot(e);
+        // On the root span if it is still open (a boot not yet decided). Its boot id comes
+        // with the first session (a restore seen from the kernel has none of its own).
+        const b = this.boots.get(e.id);
+        if (b && b.sessions++ === 0) b.root.setAttribute('vsockdiag.boot_id', e.bootId);
+        b?.root.addEvent(
+          'session.open',
+          {
+            'vsockdiag.session': e.session,
+            'vsockdiag.boot_id': e.bootId,
+            'vsockdiag.probe.instance_id': e.instanceId,
+            'vsockdiag.probe.version': e.probeVersion,
+          },
+          e.at,
+        );
+        return;
+      }
       case 'target': {
         const b = this.boots.get(e.id);
         b?.root.addEvent('target.found', { 'process.pid': e.pid, 'process.executable.name': e.name }, e.startedAt);
@@ -288,13 +313,14 @@ export class OtlpExport {
       case 'removed':
         this.endBoot(e.id, e.at);
         this.lastRoot.delete(e.id);
+        this.traced.delete(e.id);
         return;
       default:
         return;
     }
   }
 
-  private openBoot(e: Extract<FeedEvent, { type: 'session.open' }>): void {
+  private openBoot(e: Extract<FeedEvent, { type: 'generation' | 'session.open' }>): void {
     this.endBoot(e.id, e.at);
     const prev = this.lastRoot.get(e.id);
     const links: Link[] = prev ? [{ context: prev, attributes: { 'vsockdiag.link': 'previous-generation' } }] : [];
@@ -307,15 +333,14 @@ export class OtlpExport {
         attributes: {
           'vsockdiag.sandbox.id': e.id,
           'vsockdiag.generation': e.generation,
-          'vsockdiag.boot_id': e.bootId,
-          'vsockdiag.probe.instance_id': e.instanceId,
-          'vsockdiag.probe.version': e.probeVersion,
+          ...(e.type === 'generation' ? { 'vsockdiag.generation.cause': e.cause } : {}),
         },
       },
       ROOT_CONTEXT,
     );
     this.lastRoot.set(e.id, root.spanContext());
-    this.boots.set(e.id, { generation: e.generation, root, phase: null, phases: 0, hold: null });
+    this.traced.set(e.id, e.generation);
+    this.boots.set(e.id, { generation: e.generation, root, phase: null, phases: 0, hold: null, sessions: 0 });
   }
 
   private phase(e: Extract<FeedEvent, { type: 'phase' }>): void {

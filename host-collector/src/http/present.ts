@@ -2,6 +2,7 @@
 // the stream and the dashboard (which takes its types from here) all agree.
 
 import type { EventOf } from '@vsockdiag/proto';
+import type { GenerationRecord } from '../collector/lives.js';
 import type { Sandbox } from '../collector/sandbox.js';
 import type { EventRecord, StoredDump, StoredEvent } from '../collector/store.js';
 import { topGroup, type DumpAnalysis } from '../dumps/analyze.js';
@@ -15,7 +16,9 @@ export function summary(sb: Sandbox, now = Date.now()) {
     state: v.state,
     reason: v.reason,
     since: new Date(v.since).toISOString(),
+    /** The life of the VM (a boot or a restore) and the probe connection, both counted per sandbox. */
     generation: sb.generation,
+    session: sb.session,
     connected: sb.intake.session !== null,
     lastPhase: status?.phases.last?.name ?? status?.phases.last?.status ?? null,
     conditions: v.conditions.map(({ name, detail, subject, count }) => ({
@@ -29,7 +32,15 @@ export function summary(sb: Sandbox, now = Date.now()) {
 
 /** An event as the API and the stream show it (the history adds its id). */
 export function eventRecord(e: EventRecord) {
-  return { generation: e.generation, seq: e.seq, kind: e.kind, tGuest: e.tGuest, at: new Date(e.tHost).toISOString(), data: e.data };
+  return {
+    generation: e.generation,
+    session: e.session,
+    seq: e.seq,
+    kind: e.kind,
+    tGuest: e.tGuest,
+    at: new Date(e.tHost).toISOString(),
+    data: e.data,
+  };
 }
 
 /** A phase marker as the API lists it: what the probe reported, when, in which generation. */
@@ -56,6 +67,11 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     socketPath: sb.socketPath,
     source: sb.source,
     probe: intake.probe ? { ...intake.probe, ...(status?.probe ?? {}) } : null,
+    /** Why the current generation began, and when (null before the first hello). */
+    generationInfo: generationInfo(intake.currentGeneration),
+    pausedSince: intake.pausedSince === null ? null : new Date(intake.pausedSince).toISOString(),
+    /** The next probe connection opens a new generation (a lifecycle hint, a moved socket). */
+    expectNewGeneration: intake.expectsNewGeneration,
     connectedAt: intake.connectedAt ? new Date(intake.connectedAt).toISOString() : null,
     disconnectedAt: intake.disconnectedAt && !intake.session ? new Date(intake.disconnectedAt).toISOString() : null,
     target: status?.target
@@ -78,6 +94,11 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     blocked: history.blocked && status?.target?.pid === history.blocked.pid ? history.blocked : null,
     counters: intake.counters,
   };
+}
+
+function generationInfo(g: Readonly<GenerationRecord> | null) {
+  if (!g) return null;
+  return { generation: g.generation, cause: g.cause, detail: g.detail, since: new Date(g.openedMs).toISOString(), fromSeq: g.fromSeq };
 }
 
 /** A dump in the list (and as POST answers it): what it is and where it points, no text. */

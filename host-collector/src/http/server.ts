@@ -13,6 +13,7 @@ import { ApiError, errorBody } from './errors.js';
 import { installGuard } from './guard.js';
 import { metricsRoutes, type MetricsOptions } from './metrics.js';
 import { dumpRoutes } from './routes/dumps.js';
+import { lifecycleRoutes } from './routes/lifecycle.js';
 import { phaseRoutes } from './routes/phases.js';
 import { streamRoute } from './stream.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
@@ -77,7 +78,8 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
   app.setNotFoundHandler((req, reply) => reply.code(404).send(errorBody('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`)));
 
   app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));
-  app.register(sandboxRoutes, { registry: opts.registry, store: opts.store });
+  app.register(sandboxRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps });
+  app.register(lifecycleRoutes, { registry: opts.registry });
   app.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps, analyzer: opts.analyzer });
   app.register(phaseRoutes, { registry: opts.registry });
   metricsRoutes(app, opts.registry, opts.metrics);

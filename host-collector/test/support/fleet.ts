@@ -26,7 +26,7 @@ export type ProbeStarter = (
   socketPath: string,
   status: ProbeStatus,
   sinceBootMs?: number,
-  opts?: { dumps?: boolean },
+  opts?: { dumps?: boolean; bootId?: string },
 ) => Promise<FakeProbe>;
 
 /** Registers the after-hook that closes every probe; call at the top of a test file. */
@@ -40,6 +40,7 @@ export function fakeProbes(): ProbeStarter {
       path: socketPath,
       status,
       sinceBootMs: () => sinceBootMs,
+      ...(opts.bootId ? { bootId: opts.bootId } : {}),
       onMessage: (m, c) => {
         if (m.type !== 'command') return;
         if (!opts.dumps || m.op !== 'dump')

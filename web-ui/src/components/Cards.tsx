@@ -151,7 +151,7 @@ export function GuestCard({ detail, now }: { detail: SandboxDetail; now: number 
         <Field label="probe">
           {p ? (
             <>
-              v{p.version} <span className="muted">· generation {p.generation}</span>
+              v{p.version} <span className="muted">· connection {p.generation} of this probe process</span>
             </>
           ) : (
             <span className="muted">never connected</span>

@@ -203,7 +203,11 @@ function build(detail: SandboxDetail, events: SandboxEvents, now: number) {
     const t = Date.parse(e.at);
     if (Number.isFinite(t)) markers.push({ key: `${e.id}`, t, label, cls, title });
   };
-  for (const e of events.sessions) mark(e, `gen ${e.generation}`, 'm-gen', `session opened: generation ${e.generation} at ${clock(e.at)}`);
+  for (const e of events.sessions) {
+    // A session is one connection; a new generation (a boot or a restore) is worth the label.
+    const title = `session ${e.session} opened (generation ${e.generation}) at ${clock(e.at)}`;
+    mark(e, `g${e.generation}/s${e.session}`, 'm-gen', title);
+  }
   for (const e of events.listener) {
     const port = typeof e.data.port === 'number' ? e.data.port : '';
     if (e.kind === 'listener.bound') mark(e, `bound :${port}`, 'm-bound', `listener bound on :${port} at ${clock(e.at)}`);

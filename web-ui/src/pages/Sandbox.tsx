@@ -34,7 +34,13 @@ export function SandboxPage({ id }: { id: string }) {
             <span className="muted" data-testid="sandbox-since" title={clock(d.since)}>
               for {since(d.since, now)}
             </span>
-            <span className="muted">· generation {d.generation}</span>
+            <span
+              className="muted"
+              data-testid="sandbox-generation"
+              title={d.generationInfo ? `since ${clock(d.generationInfo.since)}: ${d.generationInfo.detail}` : ''}
+            >
+              · generation {d.generation} · session {d.session}
+            </span>
             {!d.connected && d.state !== 'registered' && <span className="tag tag-warn">probe disconnected</span>}
           </>
         )}

@@ -4,9 +4,11 @@ import type { FastifyInstance } from 'fastify';
 import { SETTLED_STATES, STATES, isSandboxState } from '../../catalogue.js';
 import { RegistryError, type Registry } from '../../collector/registry.js';
 import type { Sandbox, StateChange } from '../../collector/sandbox.js';
-import type { Store } from '../../collector/store.js';
+import type { DumpService } from '../../collector/dump-service.js';
+import { dumpBytes, type Store } from '../../collector/store.js';
 import { ApiError, noSandbox } from '../errors.js';
-import { detail, eventRecord, phaseRecords, summary } from '../present.js';
+import { detail, dumpDetail, eventRecord, phaseRecords, summary } from '../present.js';
+import { ID_PARAMS } from './lifecycle.js';
 
 export const MAX_READINESS_WAIT_MS = 120_000;
 export const MAX_EVENTS_LIMIT = 1000;
@@ -24,8 +26,8 @@ function intParam(value: unknown, name: string, min: number, max: number, fallba
   return n;
 }
 
-export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Registry; store: Store }): Promise<void> {
-  const { registry, store } = opts;
+export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Registry; store: Store; dumps: DumpService }): Promise<void> {
+  const { registry, store, dumps } = opts;
 
   const find = (id: string): Sandbox => {
     const sb = registry.get(id);
@@ -56,11 +58,47 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
     }
   });
 
-  app.delete('/v1/sandboxes/:id', async (req, reply) => {
-    const { id } = req.params as { id: string };
-    if (!(await registry.unregister(id))) throw noSandbox(id);
-    return reply.code(204).send();
-  });
+  // With ?capture=1, a last dump first (goroutines if the target is Go, else threads), while
+  // the listener still takes the probe's connections: the answer carries it, since the
+  // sandbox's history (its dumps too) goes with it.
+  app.delete(
+    '/v1/sandboxes/:id',
+    {
+      config: { access: 'token' },
+      schema: {
+        params: ID_PARAMS,
+        querystring: {
+          type: 'object',
+          properties: { capture: { type: 'string', enum: ['0', '1'], description: '1: take a final dump before unregistering' } },
+        },
+        response: {
+          200: {
+            type: 'object',
+            required: ['id', 'dump', 'captureError'],
+            properties: {
+              id: { type: 'string' },
+              dump: { type: ['object', 'null'], additionalProperties: true, description: 'the final dump, with its text' },
+              captureError: { type: ['string', 'null'], description: 'why no dump could be taken' },
+            },
+          },
+          204: { type: 'null', description: 'unregistered (no capture asked for)' },
+        },
+      },
+    },
+    async (req, reply) => {
+      const { id } = req.params as { id: string };
+      const capture = (req.query as { capture?: string }).capture === '1';
+      if (!capture) {
+        if (!(await registry.unregister(id))) throw noSandbox(id);
+        return reply.code(204).send();
+      }
+      const { dump, error } = await dumps.final(find(id));
+      const stored = dump ? store.getDump(id, dump.id) : null;
+      const withText = stored ? dumpDetail(stored, (await dumpBytes(stored)).toString('utf8')) : null;
+      if (!(await registry.unregister(id))) throw noSandbox(id);
+      return reply.code(200).send({ id, dump: withText, captureError: error });
+    },
+  );
 
   app.get('/v1/sandboxes/:id', async (req) => {
     const sb = find((req.params as { id: string }).id);
@@ -93,7 +131,7 @@ export async function sandboxRoutes(app: FastifyInstance, opts: { registry: Regi
     // Only what readiness says: the verdict, not the whole summary (this route is polled hard).
     const v = sb.read();
     const ready = v.state === 'ready';
-    return reply.code(ready ? 200 : 503).send({ ready, state: v.state, reason: v.reason, generation: sb.generation });
+    return reply.code(ready ? 200 : 503).send({ ready, state: v.state, reason: v.reason, generation: sb.generation, session: sb.session });
   });
 
   // Oldest first from `after` (the default), or newest first below `before` with order=desc:
