@@ -68,6 +68,26 @@ export interface NativeAddon {
    * anything but an unmapped range: ESRCH (gone), EPERM (no ptrace-attach right), … See memread.c.
    */
   memRead(pid: number, dst: Buffer, segs: Float64Array, count: number, got: Int32Array): void;
+  /**
+   * Pause mode's copy of a stopped Go process (memread.c): the `count` g's that `allgs` points
+   * to (`gSize` bytes each, into hdr; their addresses into addrs) and, per g, its stack from
+   * its walk's start to stack.hi (fields: the atomicstatus, stack.lo, stack.hi, sched.sp and
+   * syscallsp offsets). `window[k]` is where g k's window starts in the returned buffer, or
+   * -3 (no g), -2 (dead), -1 (running); `got[k]` the bytes of it that read. null, having read
+   * only the g's, when the windows would take more than maxStackBytes. Errors as memRead.
+   */
+  memSnapshot(
+    pid: number,
+    allgs: Buffer,
+    count: number,
+    gSize: number,
+    fields: Int32Array,
+    addrs: Float64Array,
+    hdr: Buffer,
+    window: Float64Array,
+    got: Int32Array,
+    maxStackBytes: number,
+  ): Buffer | null;
 }
 
 const ADDON_FILE = 'vsockdiag.node';

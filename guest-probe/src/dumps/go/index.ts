@@ -12,7 +12,9 @@
 // note, and the dump is not complete.
 // `pause: true` instead stops the whole process for the read (SIGSTOP, wait until every
 // thread is stopped, copy every g and its whole stack window, SIGCONT) and walks the copy
-// once the target runs again; it returns how long the target was stopped. Who can see that:
+// once the target runs again; it returns how long the target was stopped. The copy is one
+// native call (the addon's memSnapshot: two rounds of batched process_vm_readv, no JavaScript
+// per goroutine), so the stop lasts about what the kernel takes to copy the bytes. Who can see that:
 // a parent waiting with WUNTRACED/WSTOPPED (systemd and Go's os/exec wait for exits only),
 // and the target itself only if it asked for SIGCONT with signal.Notify (envd does not).
 // A PTRACE_SEIZE+INTERRUPT stop would hide even that, but needs a native helper; not done.
@@ -50,6 +52,8 @@ export interface ReadGoroutinesOptions {
   /** The Go executable to symbolise with; default /proc/<pid>/exe. For a target run under
    *  an emulator (qemu-user: exe is qemu) or whose file was replaced since it started. */
   exe?: string;
+  /** How the target's memory is opened (default: a ProcessMemory of pid). Tests wrap it to make an address fail. */
+  openMemory?: (pid: number, procRoot: string) => ProcessMemory;
   /** Stop the target (SIGSTOP/SIGCONT) while reading. Default false: read it running. */
   pause?: boolean;
   /** At most this many goroutines are printed (default 100,000); more: complete=false. */
@@ -147,7 +151,7 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
   } finally {
     probeElf.close();
   }
-  const mem = new ProcessMemory(pid, procRoot);
+  const mem = opts.openMemory ? opts.openMemory(pid, procRoot) : new ProcessMemory(pid, procRoot);
   const buffers = takeBuffers();
   let bin: GoBinary | undefined;
   let stopped = false;
@@ -164,16 +168,20 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
     r.notes.push(describeAllgs(loc));
     let pausedMs = 0;
     if (opts.pause) {
+      // Sized before the stop, so the allocation is not part of the pause (it grows if more
+      // goroutines appeared meanwhile).
+      const snap = new Snapshot();
+      snap.reserve(r.peekCount(loc) + 64, layout.size);
       const pauseStart = performance.now();
       process.kill(pid, 'SIGSTOP');
       stopped = true;
       waitStopped(pid, procRoot);
-      const snap = r.readStopped(loc);
+      const copied = r.readStopped(loc, snap);
       process.kill(pid, 'SIGCONT');
       stopped = false;
       pausedMs = performance.now() - pauseStart;
       r.notes.push(`the target was stopped (SIGSTOP) for ${pausedMs.toFixed(1)} ms`);
-      if (snap) await r.printSnapshot(snap);
+      if (copied) await r.printSnapshot(snap);
     } else {
       await r.readRunning(loc);
     }
@@ -349,20 +357,30 @@ class Reading {
     }
   }
 
+  /** allglen as it is now, before the target is stopped (to size the snapshot). */
+  peekCount(loc: AllgsLocation): number {
+    const n = u64(this.mem.read(loc.lenAddr, 8), 0);
+    return n <= 50_000_000 ? n : 0;
+  }
+
   /**
-   * Pause mode, while the target is stopped: every g and its whole stack window into one
-   * snapshot, printed once the target runs again. When the stacks are too large to copy, the
-   * goroutines are printed right here instead (the target stays stopped until done) and null
-   * is returned.
+   * Pause mode, while the target is stopped: every g and its whole stack window into `snap`
+   * (its own: one of every g, MiBs for a large target, is not kept for the next read), to be
+   * printed once the target runs again. When the stacks are too large to copy, the goroutines
+   * are printed right here instead (the target stays stopped until done) and false is
+   * returned.
    */
-  readStopped(loc: AllgsLocation): Snapshot | null {
+  readStopped(loc: AllgsLocation, snap: Snapshot): boolean {
     const arr = this.allgs(loc);
-    // Its own snapshot: one of every g (MiBs for a large target) is not kept for the next read.
-    const snap = new Snapshot();
-    if (snap.read(this.mem, this.layout, arr, 0, this.n, Infinity, PAUSE_SNAPSHOT_BYTES)) {
-      // m.id too: an m can be freed once the target runs on.
-      for (let k = 0; k < this.n; k++) if (snap.window[k] !== NO_G) this.mId(u64(snap.hdr, k * this.layout.size + this.layout.m));
-      return snap;
+    if (snap.readAll(this.mem, this.layout, arr, this.n, PAUSE_SNAPSHOT_BYTES)) {
+      // m.id too, for the goroutines on a thread (few): an m can be freed once the target runs on.
+      const { size, m } = this.layout;
+      const hdr = snap.hdr;
+      for (let k = 0; k < this.n; k++) {
+        const o = k * size + m;
+        if (snap.window[k] !== NO_G && (hdr.readUInt32LE(o) | hdr.readUInt32LE(o + 4)) !== 0) this.mId(u64(hdr, o));
+      }
+      return true;
     }
     this.notes.push(`the stacks take more than ${PAUSE_SNAPSHOT_BYTES} bytes: walked while the target was stopped`);
     for (let from = 0; from < this.n && !this.stop; from += BATCH) {
@@ -370,7 +388,7 @@ class Reading {
       snap.read(this.mem, this.layout, arr, from, count, WINDOW_CAP);
       this.keepAll(snap, from);
     }
-    return null;
+    return false;
   }
 
   /** Pause mode, after the target resumed: the snapshot printed (it needs no confirming). */

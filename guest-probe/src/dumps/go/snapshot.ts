@@ -20,10 +20,9 @@ export class Snapshot {
   hdr = Buffer.alloc(0);
   /** Per g: where its stack window starts in `stack`, or NO_G, DEAD, NO_STACK. */
   window = new Float64Array(0);
-  /** Per g: the window's first address (the walk's start sp) and the bytes that read. */
-  base = new Float64Array(0);
+  /** Per g with a window: the bytes of it that read. */
   got = new Int32Array(0);
-  stack = Buffer.alloc(0);
+  stack: Buffer = Buffer.alloc(0);
   private segs = new Float64Array(0);
   private hdrGot = new Int32Array(0);
   private stackSegs = new Float64Array(0);
@@ -35,7 +34,6 @@ export class Snapshot {
     this.addrs = new Float64Array(n);
     this.hdr = Buffer.allocUnsafe(n * gSize);
     this.window = new Float64Array(n);
-    this.base = new Float64Array(n);
     this.got = new Int32Array(n);
     this.segs = new Float64Array(2 * n);
     this.hdrGot = new Int32Array(n);
@@ -51,7 +49,7 @@ export class Snapshot {
   read(mem: ProcessMemory, l: GLayout, allgs: Buffer, from: number, count: number, windowCap: number, maxStackBytes = Infinity): boolean {
     this.size(count, l.size);
     this.count = count;
-    const { addrs, segs, hdr, hdrGot, window, base, stackSegs } = this;
+    const { addrs, segs, hdr, hdrGot, window, stackSegs } = this;
     for (let k = 0; k < count; k++) {
       addrs[k] = u64(allgs, 8 * (from + k));
       segs[2 * k] = addrs[k]!;
@@ -81,7 +79,6 @@ export class Snapshot {
       // A start outside the stack gets no window: the walk reads (and fails) on its own.
       const len = sp >= lo && sp < hi ? Math.min(hi - sp, windowCap) : 0;
       window[k] = total;
-      base[k] = sp;
       stackSegs[2 * m] = sp;
       stackSegs[2 * m + 1] = len;
       m++;
@@ -91,6 +88,27 @@ export class Snapshot {
     if (this.stack.length < total) this.stack = Buffer.allocUnsafe(Math.max(total, 2 * this.stack.length));
     mem.readMany(this.stack, stackSegs, m, this.stackGot);
     for (let k = 0, j = 0; k < count; k++) if (window[k]! >= 0) this.got[k] = this.stackGot[j++]!;
+    return true;
+  }
+
+  /** Room for n goroutines, made before the target is stopped (the allocation is then not part of the pause). */
+  reserve(n: number, gSize: number): void {
+    this.size(n, gSize);
+  }
+
+  /**
+   * Pause mode, the target stopped: g's [0, count) of `allgs` and their whole stack windows
+   * in one native call (ProcessMemory.snapshot: no JavaScript per goroutine while the target
+   * waits). Returns false, having read only the g's, when the windows would take more than
+   * `maxStackBytes`.
+   */
+  readAll(mem: ProcessMemory, l: GLayout, allgs: Buffer, count: number, maxStackBytes: number): boolean {
+    this.size(count, l.size);
+    this.count = count;
+    const fields = new Int32Array([l.atomicstatus, l.stackLo, l.stackHi, l.schedSp, l.syscallsp]);
+    const stack = mem.snapshot(allgs, count, l.size, fields, this, maxStackBytes);
+    if (!stack) return false;
+    this.stack = stack;
     return true;
   }
 
