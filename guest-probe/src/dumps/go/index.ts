@@ -38,7 +38,7 @@ import { type GoroutineRecord, Printer } from './format.js';
 import { G_STATUS, type GLayout, layoutFor } from './layout.js';
 import { ProcessMemory, TargetExitedError, UnreadableAddressError, exePath, loadBias } from './memory.js';
 import { DEAD, NO_G, NO_STACK, Snapshot, sameSchedule, startSp } from './snapshot.js';
-import { hex, u64 } from './space.js';
+import { hex, u64, u64v, viewOf } from './space.js';
 import { StackReader } from './stack.js';
 import { ByteWriter, ChunkedText } from './text.js';
 import { Walk, type WalkStart, walkStack } from './unwind.js';
@@ -286,7 +286,7 @@ class Reading {
   private readonly maxGoroutines: number;
   private readonly maxBytes: number;
   private readonly maxPhysical: number;
-  private readonly noWindow = Buffer.alloc(0);
+  private readonly noWindow = viewOf(Buffer.alloc(0));
   /** The last goroutine printed, before it is kept (redo: one g read alone). */
   private readonly one: ByteWriter;
   private n = 0;
@@ -346,7 +346,7 @@ class Reading {
           this.unreadable(from + k, snap.addrs[k]!);
           continue;
         }
-        if (again.window[k] !== NO_G && snap.same(k, again.hdr, k, this.layout)) {
+        if (again.window[k] !== NO_G && snap.same(k, again, k, this.layout)) {
           this.keep(staging.buf.subarray(start, ends[k]), outcomes[k]!);
           continue;
         }
@@ -375,10 +375,10 @@ class Reading {
     if (snap.readAll(this.mem, this.layout, arr, this.n, PAUSE_SNAPSHOT_BYTES)) {
       // m.id too, for the goroutines on a thread (few): an m can be freed once the target runs on.
       const { size, m } = this.layout;
-      const hdr = snap.hdr;
+      const hv = snap.hdrView;
       for (let k = 0; k < this.n; k++) {
         const o = k * size + m;
-        if (snap.window[k] !== NO_G && (hdr.readUInt32LE(o) | hdr.readUInt32LE(o + 4)) !== 0) this.mId(u64(hdr, o));
+        if (snap.window[k] !== NO_G && (hv.getUint32(o, true) | hv.getUint32(o + 4, true)) !== 0) this.mId(u64v(hv, o));
       }
       return true;
     }
@@ -435,7 +435,7 @@ class Reading {
   private print(w: ByteWriter, snap: Snapshot, k: number): Outcome {
     const v = snap.window[k]!;
     if (v === DEAD || v === NO_G) return WALKED;
-    return this.printG(w, snap.addrs[k]!, snap.hdr, k * this.layout.size, v === NO_STACK ? null : snap.stack, v, snap.got[k]!);
+    return this.printG(w, snap.addrs[k]!, snap.hdrView, k * this.layout.size, v === NO_STACK ? null : snap.stackView, v, snap.got[k]!);
   }
 
   /**
@@ -443,35 +443,35 @@ class Reading {
    * bytes at `winStart` in `win` (the stack from the walk's start sp on); win null: a running
    * g, no walk.
    */
-  private printG(w: ByteWriter, addr: number, b: Buffer, o: number, win: Buffer | null, winStart: number, winLen: number): Outcome {
+  private printG(w: ByteWriter, addr: number, b: DataView, o: number, win: DataView | null, winStart: number, winLen: number): Outcome {
     const l = this.layout;
     const rec = this.rec;
     rec.addr = addr;
-    rec.goid = u64(b, o + l.goid);
-    rec.status = b.readUInt32LE(o + l.atomicstatus);
-    rec.waitreason = b[o + l.waitreason] ?? 0;
-    rec.waitsince = u64(b, o + l.waitsince);
-    rec.m = u64(b, o + l.m);
+    rec.goid = u64v(b, o + l.goid);
+    rec.status = b.getUint32(o + l.atomicstatus, true);
+    rec.waitreason = b.getUint8(o + l.waitreason);
+    rec.waitsince = u64v(b, o + l.waitsince);
+    rec.m = u64v(b, o + l.m);
     rec.mId = rec.m === 0 ? null : this.mId(rec.m);
-    rec.lockedm = u64(b, o + l.lockedm);
-    rec.gopc = u64(b, o + l.gopc);
-    rec.parentGoid = l.parentGoid >= 0 ? u64(b, o + l.parentGoid) : 0;
+    rec.lockedm = u64v(b, o + l.lockedm);
+    rec.gopc = u64v(b, o + l.gopc);
+    rec.parentGoid = l.parentGoid >= 0 ? u64v(b, o + l.parentGoid) : 0;
     if (!win) {
       this.printer.goroutine(w, rec, null, this.stack);
       return ON_THREAD;
     }
     const stack = this.stack;
-    stack.reset(u64(b, o + l.stackLo), u64(b, o + l.stackHi), win, winStart, startSp(b, o, l), winLen);
+    stack.reset(u64v(b, o + l.stackLo), u64v(b, o + l.stackHi), win, winStart, startSp(b, o, l), winLen);
     const start = this.start;
-    const syscallsp = u64(b, o + l.syscallsp);
+    const syscallsp = u64v(b, o + l.syscallsp);
     if (syscallsp !== 0) {
-      start.pc = u64(b, o + l.syscallpc);
+      start.pc = u64v(b, o + l.syscallpc);
       start.sp = syscallsp;
       start.lr = 0;
     } else {
-      start.pc = u64(b, o + l.schedPc);
-      start.sp = u64(b, o + l.schedSp);
-      start.lr = u64(b, o + l.schedLr);
+      start.pc = u64v(b, o + l.schedPc);
+      start.sp = u64v(b, o + l.schedSp);
+      start.lr = u64v(b, o + l.schedLr);
     }
     walkStack(this.bin, stack, start, this.maxPhysical, this.walk);
     this.printer.goroutine(w, rec, this.walk, stack);
@@ -495,26 +495,26 @@ class Reading {
   private redo(i: number, addr: number): void {
     const l = this.layout;
     const w = this.one;
-    let g: Buffer;
+    let g: DataView;
     try {
-      g = this.mem.read(addr, l.size);
+      g = viewOf(this.mem.read(addr, l.size));
     } catch (err) {
       if (!(err instanceof UnreadableAddressError)) throw err;
       this.unreadable(i, addr);
       return;
     }
     for (let tries = 1; ; tries++) {
-      const st = g.readUInt32LE(l.atomicstatus) & ~G_STATUS.scan;
+      const st = g.getUint32(l.atomicstatus, true) & ~G_STATUS.scan;
       if (st === G_STATUS.dead) return;
       w.reset();
       // No window: the walk reads the stack itself.
       const o = this.printG(w, addr, g, 0, st === G_STATUS.running ? null : this.noWindow, 0, 0);
-      const again = this.mem.read(addr, l.size);
+      const again = viewOf(this.mem.read(addr, l.size));
       if (sameSchedule(l, g, 0, again, 0)) {
         this.keep(w.buf.subarray(0, w.pos), o);
         return;
       }
-      if ((again.readUInt32LE(l.atomicstatus) & ~G_STATUS.scan) === G_STATUS.dead) return;
+      if ((again.getUint32(l.atomicstatus, true) & ~G_STATUS.scan) === G_STATUS.dead) return;
       if (tries >= CONFIRM_TRIES) {
         this.unsettled++;
         this.complete = false;
