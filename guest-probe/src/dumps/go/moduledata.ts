@@ -34,8 +34,13 @@ export function findModuleData(elf: ElfFile, space: AddressSpace, bias: number, 
     if (!s || s.nobits || s.size < SIZE) continue;
     // From memory, not the file: in a PIE the file holds these pointers unrelocated.
     const d = space.read(s.addr + bias, s.size);
-    for (let p = 0; p + SIZE <= d.length; p += 8) {
-      if (u64(d, p) !== want) continue;
+    // Candidates by a native search for the pointer's bytes, not a word-by-word loop (run
+    // once per dump, interpreted: tens of thousands of words).
+    const needle = Buffer.alloc(8);
+    needle.writeUIntLE(want % 2 ** 48, 0, 6);
+    needle.writeUInt16LE(Math.floor(want / 2 ** 48), 6);
+    for (let p = d.indexOf(needle); p >= 0 && p + SIZE <= d.length; p = d.indexOf(needle, p + 1)) {
+      if (p % 8 !== 0) continue;
       const text = u64(d, p + TEXT_OFF);
       const gofunc = u64(d, p + gofuncOff);
       if (text !== textSec.addr + bias) continue;
