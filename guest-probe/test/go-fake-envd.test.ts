@@ -16,7 +16,12 @@ import { DUMP_CHUNK_BYTES } from '@vsockdiag/proto';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
 import { type GoroutinesRead, goroutinesText, readGoroutines } from '../src/dumps/go/index.js';
 import { ElfFile } from '../src/dumps/go/elf.js';
-import { loadBias } from '../src/dumps/go/memory.js';
+import { decodeAllgs } from '../src/dumps/go/allgs.js';
+import { GoBinary } from '../src/dumps/go/binary.js';
+import { layoutFor } from '../src/dumps/go/layout.js';
+import { ProcessMemory, loadBias } from '../src/dumps/go/memory.js';
+import { NO_G, Snapshot } from '../src/dumps/go/snapshot.js';
+import { u64 } from '../src/dumps/go/space.js';
 import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from './go-binaries.js';
 
 const STORM = 20;
@@ -335,4 +340,53 @@ describe('fake envd (stripped PIE, Debian go1.19)', () => {
     for (const pc of pcs) expect(pc).toBeGreaterThan(bias);
     await sameAsSigquit(envd);
   }, 120_000);
+});
+
+describe("pause mode's native copy (memSnapshot)", () => {
+  it('copies the same g bytes, windows and stack bytes as the batched reads, and marks a g that does not read', async () => {
+    const envd = await hungEnvd(['-idle-goroutines', '300']);
+    const pid = envd.child.pid!;
+    await waitFor('300 goroutines', async () => (await readGoroutines(pid)).goroutines >= 300, { timeoutMs: 30_000 });
+    const mem = new ProcessMemory(pid);
+    const bin = new GoBinary(`/proc/${pid}/exe`, { space: mem });
+    try {
+      const layout = layoutFor(bin.version.minor, bin.version.text);
+      const loc = decodeAllgs(bin)!;
+      process.kill(pid, 'SIGSTOP');
+      try {
+        await waitFor('the target to stop', () => state(pid) === 'T', { timeoutMs: 30_000 });
+        const n = u64(mem.read(loc.lenAddr, 8), 0);
+        const real = mem.read(u64(mem.read(loc.ptrAddr, 8), 0), 8 * n);
+        // One more "g" at an address that is never mapped.
+        const arr = Buffer.concat([real, Buffer.from([0, 0x10, 0, 0, 0, 0, 0, 0])]);
+        const js = new Snapshot();
+        const native = new Snapshot();
+        expect(js.read(mem, layout, arr, 0, n + 1, Infinity)).toBe(true);
+        expect(native.readAll(mem, layout, arr, n + 1, 64 << 20)).toBe(true);
+        expect(native.window[n]).toBe(NO_G);
+        expect(js.window[n]).toBe(NO_G);
+        let windows = 0;
+        for (let k = 0; k <= n; k++) {
+          expect(native.addrs[k], `g ${k}`).toBe(js.addrs[k]);
+          expect(native.window[k], `g ${k}`).toBe(js.window[k]);
+          if (js.window[k] === NO_G) continue;
+          const g = (s: Snapshot) => s.hdr.subarray(k * layout.size, (k + 1) * layout.size);
+          expect(g(native).equals(g(js)), `g ${k}`).toBe(true);
+          const w = js.window[k]!;
+          if (w < 0) continue;
+          expect(native.got[k], `g ${k}`).toBe(js.got[k]);
+          expect(native.stack.subarray(w, w + native.got[k]!).equals(js.stack.subarray(w, w + js.got[k]!)), `g ${k}`).toBe(true);
+          if (native.got[k]! > 0) windows++;
+        }
+        expect(windows).toBeGreaterThanOrEqual(300);
+        // Too large: only the g's are read.
+        expect(native.readAll(mem, layout, arr, n + 1, 16)).toBe(false);
+      } finally {
+        process.kill(pid, 'SIGCONT');
+      }
+    } finally {
+      bin.close();
+      mem.close();
+    }
+  }, 60_000);
 });
