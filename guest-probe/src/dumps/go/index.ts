@@ -336,8 +336,7 @@ class Reading {
         outcomes[k] = this.print(staging, snap, k);
         ends[k] = staging.pos;
       }
-      // Confirm: each g must not have moved while its stack was read. (Only the g's: a
-      // window of 0 bytes reads nothing.)
+      // Confirm: each g must not have moved while its stack was read (the g's alone: windowCap 0).
       again.read(this.mem, this.layout, arr, from, count, 0);
       for (let k = 0, start = 0; k < count && !this.stop; start = ends[k]!, k++) {
         const w = snap.window[k]!;

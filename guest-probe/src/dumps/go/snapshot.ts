@@ -5,7 +5,7 @@
 
 import { G_STATUS, type GLayout } from './layout.js';
 import type { ProcessMemory } from './memory.js';
-import { u64, u64v, viewOf } from './space.js';
+import { u64v, viewOf } from './space.js';
 
 /** snapshot() marks in `window`: the g did not read, is dead, or runs (no stack to walk). */
 export const NO_G = -3;
@@ -47,15 +47,17 @@ export class Snapshot {
   /**
    * Reads the g's at `allgs[from, from + count)` (allgs: the array of g pointers) and their
    * stack windows of at most `windowCap` bytes. Returns false, having read only the g's,
-   * when the windows would take more than `maxStackBytes` in all.
+   * when the windows would take more than `maxStackBytes` in all. windowCap 0: the g's alone
+   * (a batch read again to confirm it), every live one marked NO_STACK.
    */
   read(mem: ProcessMemory, l: GLayout, allgs: Buffer, from: number, count: number, windowCap: number, maxStackBytes = Infinity): boolean {
     this.size(count, l.size);
     this.count = count;
     const { addrs, segs, hdr, hdrGot, window, stackSegs } = this;
     const hv = this.hdrView;
+    const av = viewOf(allgs);
     for (let k = 0; k < count; k++) {
-      addrs[k] = u64(allgs, 8 * (from + k));
+      addrs[k] = u64v(av, 8 * (from + k));
       segs[2 * k] = addrs[k]!;
       segs[2 * k + 1] = l.size;
     }
@@ -73,7 +75,8 @@ export class Snapshot {
         window[k] = DEAD;
         continue;
       }
-      if (status === G_STATUS.running) {
+      // Running, or a confirming read (no windows): no stack to read.
+      if (status === G_STATUS.running || windowCap === 0) {
         window[k] = NO_STACK;
         continue;
       }
@@ -89,6 +92,7 @@ export class Snapshot {
       total += len;
     }
     if (total > maxStackBytes) return false;
+    if (m === 0) return true;
     if (this.stack.length < total) {
       this.stack = Buffer.allocUnsafe(Math.max(total, 2 * this.stack.length));
       this.stackView = viewOf(this.stack);
