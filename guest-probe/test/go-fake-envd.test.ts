@@ -170,9 +170,16 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const paused = await readGoroutines(pid, { pause: true });
     expect(paused.complete).toBe(true);
     expect(paused.pausedMs).toBeGreaterThan(0);
+    // The stop's parts: waiting for every thread to stop, then the copy; both within it.
+    expect(paused.pause!.copyMs).toBeGreaterThan(0);
+    expect(paused.pause!.stopWaitMs + paused.pause!.copyMs).toBeLessThanOrEqual(paused.pausedMs);
+    expect(paused.notes.join('\n')).toMatch(
+      /stopped \(SIGSTOP\) for [\d.]+ ms: [\d.]+ ms until every thread had stopped, [\d.]+ ms copying/,
+    );
     await waitFor('the target to run again', () => state(pid) !== 'T', { timeoutMs: 30_000 });
     const r = await readGoroutines(pid);
     expect(r.goVersion).toMatch(/^go1\.19\./);
+    expect(r.pause).toBeUndefined();
 
     for (const read of [paused, r]) namesTheHang(read);
 

@@ -103,10 +103,14 @@ export async function measureGoDump(runs: number, pauseRuns: number, progress: (
     }
     // Pause mode, from this process (root, like the probe): the target stopped for the read.
     const pause: number[] = [];
+    const stopWait: number[] = [];
+    const copy: number[] = [];
     for (let i = 0; i < pauseRuns; i++) {
       const r = await readGoroutines(envdPid, { pause: true });
-      if (!r.complete) throw new Error(`the paused read was not complete: ${r.notes.join('; ')}`);
+      if (!r.complete || !r.pause) throw new Error(`the paused read was not complete: ${r.notes.join('; ')}`);
       pause.push(r.pausedMs);
+      stopWait.push(r.pause.stopWaitMs);
+      copy.push(r.pause.copyMs);
     }
     progress(`pause-mode reads: ${pauseRuns}`);
     return {
@@ -115,6 +119,9 @@ export async function measureGoDump(runs: number, pauseRuns: number, progress: (
       firstMs: e2e[0]!,
       pausedMs: summarize(paused),
       pauseMode: summarize(pause),
+      /** Of the stop: until every thread of envd had stopped, and the copy (memSnapshot). */
+      pauseStopWait: summarize(stopWait),
+      pauseCopy: summarize(copy),
       probeCpu: summarize(probeCpu),
       firstProbeCpuMs: probeCpu[0]!,
       /** 1-minute load average before the memory dumps and after the pause-mode reads (2 cores). */
@@ -171,6 +178,8 @@ export function goDumpRows(g: GoDumpFigures, pprofP50Ms: number): { rows: string
         '—',
         `≤ ${t.pauseMs} ms p99 (${(g.pauseMode.p99 / t.pauseMs).toFixed(2)} × target): ${met(g.pauseMode.p99 <= t.pauseMs)}`,
       ),
+      row("&nbsp;&nbsp;&nbsp;&nbsp;of which until envd's threads had all stopped", g.pauseStopWait, '—', '—'),
+      row("&nbsp;&nbsp;&nbsp;&nbsp;of which copying its g's and stack tops (memSnapshot)", g.pauseCopy, '—', '—'),
     ],
     rss:
       `Probe RssAnon during the memory dumps: ${mib(g.rss.baselineKb)} before the first (the reader not loaded yet); peak during the first ` +

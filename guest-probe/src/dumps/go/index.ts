@@ -81,6 +81,8 @@ export interface GoroutinesRead {
   arch: 'amd64' | 'arm64';
   /** How long the target was stopped (0 without pause). */
   pausedMs: number;
+  /** Pause mode: of pausedMs, the wait until every thread had stopped, and the copy. */
+  pause?: { stopWaitMs: number; copyMs: number };
   /** Every goroutine was read and walked to its end. */
   complete: boolean;
   /** How the read went: where allgs was found, goroutines re-read or left incomplete, … */
@@ -167,6 +169,7 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
     const r = new Reading(bin, mem, layout, opts, buffers);
     r.notes.push(describeAllgs(loc));
     let pausedMs = 0;
+    let pause: GoroutinesRead['pause'];
     if (opts.pause) {
       // Sized before the stop, so the allocation is not part of the pause (it grows if more
       // goroutines appeared meanwhile).
@@ -176,11 +179,16 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
       process.kill(pid, 'SIGSTOP');
       stopped = true;
       waitStopped(pid, procRoot);
+      const allStopped = performance.now();
       const copied = r.readStopped(loc, snap);
+      const copyMs = performance.now() - allStopped;
       process.kill(pid, 'SIGCONT');
       stopped = false;
       pausedMs = performance.now() - pauseStart;
-      r.notes.push(`the target was stopped (SIGSTOP) for ${pausedMs.toFixed(1)} ms`);
+      pause = { stopWaitMs: allStopped - pauseStart, copyMs };
+      r.notes.push(
+        `the target was stopped (SIGSTOP) for ${pausedMs.toFixed(1)} ms: ${pause.stopWaitMs.toFixed(1)} ms until every thread had stopped, ${copyMs.toFixed(1)} ms copying`,
+      );
       if (copied) await r.printSnapshot(snap);
     } else {
       await r.readRunning(loc);
@@ -195,6 +203,7 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
       goVersion: bin.version.text,
       arch: bin.arch,
       pausedMs,
+      ...(pause ? { pause } : {}),
       complete: r.complete,
       notes: r.notes,
       elapsedMs: performance.now() - t0,
