@@ -76,6 +76,26 @@ export interface NativeAddon {
   /** The next uevent datagram, an empty Buffer when the kernel dropped some (ENOBUFS), or
    *  null when none is waiting. */
   ueventRead(fd: number): Buffer | null;
+  /**
+   * Pause mode's copy of a stopped Go process (memread.c): the `count` g's that `allgs` points
+   * to (`gSize` bytes each, into hdr; their addresses into addrs) and, per g, its stack from
+   * its walk's start to stack.hi (fields: the atomicstatus, stack.lo, stack.hi, sched.sp and
+   * syscallsp offsets). `window[k]` is where g k's window starts in the returned buffer, or
+   * -3 (no g), -2 (dead), -1 (running); `got[k]` the bytes of it that read. null, having read
+   * only the g's, when the windows would take more than maxStackBytes. Errors as memRead.
+   */
+  memSnapshot(
+    pid: number,
+    allgs: Buffer,
+    count: number,
+    gSize: number,
+    fields: Int32Array,
+    addrs: Float64Array,
+    hdr: Buffer,
+    window: Float64Array,
+    got: Int32Array,
+    maxStackBytes: number,
+  ): Buffer | null;
 }
 
 const ADDON_FILE = 'vsockdiag.node';

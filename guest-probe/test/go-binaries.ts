@@ -91,11 +91,12 @@ const fakeEnvdDir = path.join(repo, 'test', 'fake-envd');
 /**
  * The fake envd built exactly as E2B builds envd (`go build -trimpath -ldflags "-s -w
  * -buildid="`, CGO off): stripped, with the Go on PATH (Debian's go1.19 here). Cached in
- * test/.cache/go-reader/ and rebuilt when a source is newer.
+ * test/.cache/go-reader/ and rebuilt when a source is newer. `pie`: the same as a
+ * position-independent executable (-buildmode=pie), loaded at a random base.
  */
-export async function buildStrippedFakeEnvd(): Promise<string> {
+export async function buildStrippedFakeEnvd(opts: { pie?: boolean } = {}): Promise<string> {
   const cache = path.join(repo, 'test', '.cache', 'go-reader');
-  const out = path.join(cache, 'fake-envd-stripped');
+  const out = path.join(cache, opts.pie ? 'fake-envd-stripped-pie' : 'fake-envd-stripped');
   const sources = readdirSync(fakeEnvdDir).filter((f) => f.endsWith('.go') || f === 'go.mod');
   const newest = Math.max(...sources.map((f) => statSync(path.join(fakeEnvdDir, f)).mtimeMs));
   if (existsSync(out) && statSync(out).mtimeMs >= newest) return out;
@@ -105,11 +106,15 @@ export async function buildStrippedFakeEnvd(): Promise<string> {
   // Go's default cache is under $HOME; without one, the same fallback as test/harness/fake-envd.ts.
   if (!process.env.GOCACHE && !process.env.HOME) env.GOCACHE = path.join(repo, 'test', '.cache', 'go-build');
   try {
-    await execFileAsync(process.env.GO || 'go', ['build', '-trimpath', '-ldflags', '-s -w -buildid=', '-o', tmp, '.'], {
-      cwd: fakeEnvdDir,
-      env,
-      timeout: 300_000,
-    });
+    await execFileAsync(
+      process.env.GO || 'go',
+      ['build', ...(opts.pie ? ['-buildmode=pie'] : []), '-trimpath', '-ldflags', '-s -w -buildid=', '-o', tmp, '.'],
+      {
+        cwd: fakeEnvdDir,
+        env,
+        timeout: 300_000,
+      },
+    );
     renameSync(tmp, out);
   } catch (err) {
     rmSync(tmp, { force: true });

@@ -5,7 +5,9 @@
 //   - the pause: the dump's pausedMs (0: read while the target runs), and pause mode's stop
 //     (SIGSTOP → read → SIGCONT) from a direct readGoroutines(pid, { pause: true });
 //   - the probe's memory: RssAnon of the probe process sampled every ~10 ms while each dump
-//     runs, against its value before the first one (the reader is loaded on the first dump).
+//     runs, against its value before the first one (the reader is loaded on the first dump);
+//   - the probe's CPU time per dump (user + system, from /proc): unlike the wall times, it
+//     hardly grows when other work shares the machine; with the load average around the run.
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -13,7 +15,7 @@ import path from 'node:path';
 import { readGoroutines } from '../../guest-probe/src/dumps/go/index.js';
 import { PROBE_BIN, ROOT, startCollector, waitForState } from '../harness/collector.js';
 import { startSandbox } from '../harness/sandbox.js';
-import { statusFields } from './proc.js';
+import { cpuMs, statusFields } from './proc.js';
 import { summarize } from './stats.js';
 
 export const GO_DUMP_TARGETS = { endToEndMs: 1000, pauseMs: 20, rssAnonDeltaKb: 16 * 1024 } as const;
@@ -73,14 +75,18 @@ export async function measureGoDump(runs: number, pauseRuns: number, progress: (
     const e2e: number[] = [];
     const paused: number[] = [];
     const peaks: number[] = [];
+    const probeCpu: number[] = [];
+    const loadBefore = os.loadavg()[0]!;
     let samples = 0;
     let goroutines = 0;
     let bytes = 0;
     let note = '';
     for (let i = 0; i < runs; i++) {
       const t = performance.now();
+      const cpu0 = cpuMs(probePid);
       const m = await peakRssAnon(probePid, () => c.api('POST', '/v1/sandboxes/bench-go-dump/dumps', { mode: 'goroutines' }));
       e2e.push(performance.now() - t);
+      probeCpu.push(cpuMs(probePid) - cpu0);
       const r = m.result;
       if (r.status !== 201 || r.body.source !== 'memory' || !r.body.complete)
         throw new Error(`the memory dump failed: ${JSON.stringify(r.body)}`);
@@ -97,10 +103,14 @@ export async function measureGoDump(runs: number, pauseRuns: number, progress: (
     }
     // Pause mode, from this process (root, like the probe): the target stopped for the read.
     const pause: number[] = [];
+    const stopWait: number[] = [];
+    const copy: number[] = [];
     for (let i = 0; i < pauseRuns; i++) {
       const r = await readGoroutines(envdPid, { pause: true });
-      if (!r.complete) throw new Error(`the paused read was not complete: ${r.notes.join('; ')}`);
+      if (!r.complete || !r.pause) throw new Error(`the paused read was not complete: ${r.notes.join('; ')}`);
       pause.push(r.pausedMs);
+      stopWait.push(r.pause.stopWaitMs);
+      copy.push(r.pause.copyMs);
     }
     progress(`pause-mode reads: ${pauseRuns}`);
     return {
@@ -109,6 +119,13 @@ export async function measureGoDump(runs: number, pauseRuns: number, progress: (
       firstMs: e2e[0]!,
       pausedMs: summarize(paused),
       pauseMode: summarize(pause),
+      /** Of the stop: until every thread of envd had stopped, and the copy (memSnapshot). */
+      pauseStopWait: summarize(stopWait),
+      pauseCopy: summarize(copy),
+      probeCpu: summarize(probeCpu),
+      firstProbeCpuMs: probeCpu[0]!,
+      /** 1-minute load average before the memory dumps and after the pause-mode reads (2 cores). */
+      load: { before: loadBefore, after: os.loadavg()[0]! },
       // The first dump loads the reader; later ones may find garbage of earlier ones not collected yet.
       rss: {
         baselineKb,
@@ -148,6 +165,7 @@ export function goDumpRows(g: GoDumpFigures, pprofP50Ms: number): { rows: string
         `pprof path p50 ${f(pprofP50Ms)} ms: ${(g.endToEnd.p50 / pprofP50Ms).toFixed(1)}×; the first (cold) ${f(g.firstMs)} ms`,
         `≤ ${t.endToEndMs} ms p99 (${(g.endToEnd.p99 / t.endToEndMs).toFixed(2)} × target): ${met(g.endToEnd.p99 <= t.endToEndMs)}`,
       ),
+      row("&nbsp;&nbsp;the probe's CPU per dump (user + system, /proc)", g.probeCpu, `the first (cold) ${f(g.firstProbeCpuMs)} ms`, '—'),
       row(
         '&nbsp;&nbsp;its pause (pausedMs of those dumps)',
         g.pausedMs,
@@ -160,11 +178,14 @@ export function goDumpRows(g: GoDumpFigures, pprofP50Ms: number): { rows: string
         '—',
         `≤ ${t.pauseMs} ms p99 (${(g.pauseMode.p99 / t.pauseMs).toFixed(2)} × target): ${met(g.pauseMode.p99 <= t.pauseMs)}`,
       ),
+      row("&nbsp;&nbsp;&nbsp;&nbsp;of which until envd's threads had all stopped", g.pauseStopWait, '—', '—'),
+      row("&nbsp;&nbsp;&nbsp;&nbsp;of which copying its g's and stack tops (memSnapshot)", g.pauseCopy, '—', '—'),
     ],
     rss:
       `Probe RssAnon during the memory dumps: ${mib(g.rss.baselineKb)} before the first (the reader not loaded yet); peak during the first ` +
       `${mib(g.rss.firstPeakKb)} (+${mib(g.rss.firstPeakKb - g.rss.baselineKb)}), during any of the ${g.endToEnd.n} ${mib(g.rss.peakKb)} ` +
       `(${g.rss.samples} samples, every ${g.rss.everyMs} ms): **+${mib(g.rss.deltaKb)}**, target ≤ +${mib(t.rssAnonDeltaKb)} ` +
-      `(${(g.rss.deltaKb / t.rssAnonDeltaKb).toFixed(2)} × target): ${met(g.rss.deltaKb <= t.rssAnonDeltaKb)}.`,
+      `(${(g.rss.deltaKb / t.rssAnonDeltaKb).toFixed(2)} × target): ${met(g.rss.deltaKb <= t.rssAnonDeltaKb)}. ` +
+      `The machine's 1-minute load average (2 cores): ${g.load.before.toFixed(1)} before the memory dumps, ${g.load.after.toFixed(1)} after.`,
   };
 }

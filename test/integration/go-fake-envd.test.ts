@@ -1,5 +1,6 @@
 // The Go reader on the fake envd built exactly as E2B builds envd (`go build -trimpath
-// -ldflags "-s -w -buildid="`, with the Go on PATH: Debian's go1.19 here), hung in its
+// -ldflags "-s -w -buildid="`, with the Go on PATH: Debian's go1.19 here; and the same as a
+// PIE, -buildmode=pie), hung in its
 // cgroup-manager phase with an MMDS poll storm running: the live dump must name the hang
 // frame and the storm's creator, match the target's own SIGQUIT dump, and leave it running;
 // 10,000 goroutines read streamed without holding up the event loop; and a ready fake envd
@@ -13,16 +14,24 @@ import { waitFor } from '../../test/support/wait.js';
 import { childReaper } from '../../test/support/children.js';
 import { DUMP_CHUNK_BYTES } from '@vsockdiag/proto';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
-import { goroutinesText, readGoroutines } from '../../guest-probe/src/dumps/go/index.js';
+import { type GoroutinesRead, goroutinesText, readGoroutines } from '../../guest-probe/src/dumps/go/index.js';
+import { ElfFile } from '../../guest-probe/src/dumps/go/elf.js';
+import { decodeAllgs } from '../../guest-probe/src/dumps/go/allgs.js';
+import { GoBinary } from '../../guest-probe/src/dumps/go/binary.js';
+import { layoutFor } from '../../guest-probe/src/dumps/go/layout.js';
+import { ProcessMemory, loadBias } from '../../guest-probe/src/dumps/go/memory.js';
+import { NO_G, Snapshot } from '../../guest-probe/src/dumps/go/snapshot.js';
+import { u64 } from '../../guest-probe/src/dumps/go/space.js';
 import { buildStrippedFakeEnvd, freePort, funcNames, goroutineBlocks } from '../../guest-probe/test/go-binaries.js';
 
 const STORM = 20;
 let binary = '';
+let pieBinary = '';
 let tmp = '';
 const children = childReaper({ after: 'all' });
 
-function run(args: string[]): { child: ChildProcess; stderr: () => string; exited: Promise<void> } {
-  const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, GOTRACEBACK: 'all' } });
+function run(args: string[], exe = binary): { child: ChildProcess; stderr: () => string; exited: Promise<void> } {
+  const child = spawn(exe, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, GOTRACEBACK: 'all' } });
   children.track(child);
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
@@ -63,31 +72,88 @@ function state(pid: number): string {
 }
 
 /** The fake MMDS and a fake envd hung in cgroup-manager, polling it from STORM goroutines. */
-async function hungEnvd(extra: string[] = []) {
+async function hungEnvd(extra: string[] = [], exe = binary) {
   const mmdsPort = await freePort();
   const ready = path.join(tmp, `mmds-${mmdsPort}`);
   run(['-serve-mmds', `127.0.0.1:${mmdsPort}`, '-mmds-reply', '404', '-ready-file', ready]);
   await waitFor('the fake MMDS', () => existsSync(ready), { timeoutMs: 30_000 });
-  const envd = run([
-    '-addr',
-    '127.0.0.1',
-    '-port',
-    '0',
-    '-no-notify',
-    '-mmds-addr',
-    `127.0.0.1:${mmdsPort}`,
-    '-mmds-storm',
-    String(STORM),
-    '-hang-in',
-    'cgroup-manager',
-    ...extra,
-  ]);
+  const envd = run(
+    [
+      '-addr',
+      '127.0.0.1',
+      '-port',
+      '0',
+      '-no-notify',
+      '-mmds-addr',
+      `127.0.0.1:${mmdsPort}`,
+      '-mmds-storm',
+      String(STORM),
+      '-hang-in',
+      'cgroup-manager',
+      ...extra,
+    ],
+    exe,
+  );
   await waitFor('the hang', () => envd.stderr().includes('creating cgroup manager'), { timeoutMs: 30_000 });
   return envd;
 }
 
+/** The live dump names the hang frame (main blocked in acquireRoot) and the storm's creator. */
+function namesTheHang(read: GoroutinesRead): void {
+  const dump = parseGoroutines(goroutinesText(read));
+  expect(dump.goroutines.length).toBe(read.goroutines);
+  const main = dump.goroutines.find((g) => g.id === 1)!;
+  expect(main.state).toBe('semacquire'); // sync.Mutex.Lock has no wait reason of its own in 1.19
+  expect(main.frames.map((f) => f.func)).toEqual(
+    expect.arrayContaining(['sync.(*Mutex).Lock', 'main.(*cgroupManager).acquireRoot', 'main.createCgroupManager', 'main.main']),
+  );
+  const hang = main.frames.find((f) => f.func === 'main.(*cgroupManager).acquireRoot')!;
+  expect(hang.file).toBe('vsockdiag/fake-envd/phases.go');
+  const storm = dump.goroutines.filter((g) => g.createdBy?.func === 'main.startMMDSPoller');
+  expect(storm.length).toBe(STORM);
+  for (const g of storm) expect(g.createdBy!.file).toBe('vsockdiag/fake-envd/phases.go');
+}
+
+/**
+ * Reads the target once more (paused), then makes it print its own dump (SIGQUIT) and compares
+ * the two: the same goroutines, main's line for line, the runtime's and main's own parked ones
+ * at the same functions.
+ */
+async function sameAsSigquit(envd: Awaited<ReturnType<typeof hungEnvd>>): Promise<void> {
+  const pid = envd.child.pid!;
+  // The same goroutines as the target's own dump; the parked ones byte for byte.
+  const again = await readGoroutines(pid, { pause: true });
+  envd.child.kill('SIGQUIT');
+  await envd.exited;
+  const theirs = goroutineBlocks(envd.stderr());
+  const mine = goroutineBlocks(goroutinesText(again));
+  // Line by line, so a difference shows as one; stack addresses as offsets, as the storm
+  // allocates and a GC may move main's stack between the read and the signal.
+  const [main, theirMain] = stackRelative(mine.get(1)!, theirs.get(1)!);
+  expect(main).toEqual(theirMain);
+  // The storm's pollers and what their HTTP requests start (connection loops, timeout
+  // timers) run between the read and the signal, so they may be elsewhere or gone by
+  // then; the runtime's and main's own goroutines are parked and must be there, in the
+  // same state, at the same functions.
+  const churn = (block: string[]) => {
+    const by = block.find((l) => l.startsWith('created by '));
+    return by !== undefined && !/^created by (runtime\.|main\.(?!startMMDSPoller))/.test(by);
+  };
+  let compared = 0;
+  for (const [id, block] of mine) {
+    if (churn(block)) continue;
+    const other = theirs.get(id);
+    expect(other, `goroutine ${id} missing from the SIGQUIT dump`).toBeDefined();
+    if (!other || other[0] !== block[0]) continue;
+    expect(funcNames(block), `goroutine ${id}`).toEqual(funcNames(other));
+    compared++;
+  }
+  expect(compared).toBeGreaterThanOrEqual(5);
+}
+
 beforeAll(async () => {
   binary = await buildStrippedFakeEnvd();
+  pieBinary = await buildStrippedFakeEnvd({ pie: true });
   tmp = mkdtempSync(path.join(os.tmpdir(), 'go-fake-envd-'));
 }, 320_000);
 
@@ -104,24 +170,18 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const paused = await readGoroutines(pid, { pause: true });
     expect(paused.complete).toBe(true);
     expect(paused.pausedMs).toBeGreaterThan(0);
+    // The stop's parts: waiting for every thread to stop, then the copy; both within it.
+    expect(paused.pause!.copyMs).toBeGreaterThan(0);
+    expect(paused.pause!.stopWaitMs + paused.pause!.copyMs).toBeLessThanOrEqual(paused.pausedMs);
+    expect(paused.notes.join('\n')).toMatch(
+      /stopped \(SIGSTOP\) for [\d.]+ ms: [\d.]+ ms until every thread had stopped, [\d.]+ ms copying/,
+    );
     await waitFor('the target to run again', () => state(pid) !== 'T', { timeoutMs: 30_000 });
     const r = await readGoroutines(pid);
     expect(r.goVersion).toMatch(/^go1\.19\./);
+    expect(r.pause).toBeUndefined();
 
-    for (const read of [paused, r]) {
-      const dump = parseGoroutines(goroutinesText(read));
-      expect(dump.goroutines.length).toBe(read.goroutines);
-      const main = dump.goroutines.find((g) => g.id === 1)!;
-      expect(main.state).toBe('semacquire'); // sync.Mutex.Lock has no wait reason of its own in 1.19
-      expect(main.frames.map((f) => f.func)).toEqual(
-        expect.arrayContaining(['sync.(*Mutex).Lock', 'main.(*cgroupManager).acquireRoot', 'main.createCgroupManager', 'main.main']),
-      );
-      const hang = main.frames.find((f) => f.func === 'main.(*cgroupManager).acquireRoot')!;
-      expect(hang.file).toBe('vsockdiag/fake-envd/phases.go');
-      const storm = dump.goroutines.filter((g) => g.createdBy?.func === 'main.startMMDSPoller');
-      expect(storm.length).toBe(STORM);
-      for (const g of storm) expect(g.createdBy!.file).toBe('vsockdiag/fake-envd/phases.go');
-    }
+    for (const read of [paused, r]) namesTheHang(read);
 
     // Still running: not stopped, and the storm goes on (its threads use CPU).
     const cpu = () =>
@@ -135,34 +195,7 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     await waitFor('the storm to keep polling', () => cpu() > before, { timeoutMs: 20_000 });
     expect(state(pid)).not.toBe('T');
 
-    // The same goroutines as the target's own dump; the parked ones byte for byte.
-    const again = await readGoroutines(pid, { pause: true });
-    envd.child.kill('SIGQUIT');
-    await envd.exited;
-    const theirs = goroutineBlocks(envd.stderr());
-    const mine = goroutineBlocks(goroutinesText(again));
-    // Line by line, so a difference shows as one; stack addresses as offsets, as the storm
-    // allocates and a GC may move main's stack between the read and the signal.
-    const [main, theirMain] = stackRelative(mine.get(1)!, theirs.get(1)!);
-    expect(main).toEqual(theirMain);
-    // The storm's pollers and what their HTTP requests start (connection loops, timeout
-    // timers) run between the read and the signal, so they may be elsewhere or gone by
-    // then; the runtime's and main's own goroutines are parked and must be there, in the
-    // same state, at the same functions.
-    const churn = (block: string[]) => {
-      const by = block.find((l) => l.startsWith('created by '));
-      return by !== undefined && !/^created by (runtime\.|main\.(?!startMMDSPoller))/.test(by);
-    };
-    let compared = 0;
-    for (const [id, block] of mine) {
-      if (churn(block)) continue;
-      const other = theirs.get(id);
-      expect(other, `goroutine ${id} missing from the SIGQUIT dump`).toBeDefined();
-      if (!other || other[0] !== block[0]) continue;
-      expect(funcNames(block), `goroutine ${id}`).toEqual(funcNames(other));
-      compared++;
-    }
-    expect(compared).toBeGreaterThanOrEqual(5);
+    await sameAsSigquit(envd);
   }, 120_000);
 
   it('reads 10,000 goroutines quickly, streamed through reused chunks, the event loop turning meanwhile', async () => {
@@ -278,4 +311,89 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     expect(mine).toEqual(theirs);
     expect(read.stderr()).toContain('received SIGTERM, exiting');
   }, 120_000);
+});
+
+describe('fake envd (stripped PIE, Debian go1.19)', () => {
+  it('reads a position-independent build at its load bias and matches its SIGQUIT dump', async () => {
+    // A PIE: ELF type ET_DYN, so the reader must rebase the pclntab, the module data and
+    // forEachGRace's data addresses by where the kernel loaded it.
+    const elf = new ElfFile(pieBinary);
+    try {
+      expect(elf.pie).toBe(true);
+    } finally {
+      elf.close();
+    }
+    const envd = await hungEnvd([], pieBinary);
+    const pid = envd.child.pid!;
+    const exe = new ElfFile(`/proc/${pid}/exe`);
+    let bias: number;
+    try {
+      bias = loadBias(pid, exe);
+    } finally {
+      exe.close();
+    }
+    expect(bias).toBeGreaterThan(0);
+    const paused = await readGoroutines(pid, { pause: true });
+    await waitFor('the target to run again', () => state(pid) !== 'T', { timeoutMs: 30_000 });
+    const r = await readGoroutines(pid);
+    for (const read of [paused, r]) {
+      expect(read.complete, read.notes.join('\n')).toBe(true);
+      expect(read.notes.join('\n')).toContain('(from forEachGRace)');
+      namesTheHang(read);
+    }
+    // Every pc printed lies in the loaded image, not at the link-time addresses.
+    const pcs = [...goroutinesText(r).matchAll(/ pc=0x([0-9a-f]+)/g)].map((m) => Number.parseInt(m[1]!, 16));
+    expect(pcs.length).toBeGreaterThan(20);
+    for (const pc of pcs) expect(pc).toBeGreaterThan(bias);
+    await sameAsSigquit(envd);
+  }, 120_000);
+});
+
+describe("pause mode's native copy (memSnapshot)", () => {
+  it('copies the same g bytes, windows and stack bytes as the batched reads, and marks a g that does not read', async () => {
+    const envd = await hungEnvd(['-idle-goroutines', '300']);
+    const pid = envd.child.pid!;
+    await waitFor('300 goroutines', async () => (await readGoroutines(pid)).goroutines >= 300, { timeoutMs: 30_000 });
+    const mem = new ProcessMemory(pid);
+    const bin = new GoBinary(`/proc/${pid}/exe`, { space: mem });
+    try {
+      const layout = layoutFor(bin.version.minor, bin.version.text);
+      const loc = decodeAllgs(bin)!;
+      process.kill(pid, 'SIGSTOP');
+      try {
+        await waitFor('the target to stop', () => state(pid) === 'T', { timeoutMs: 30_000 });
+        const n = u64(mem.read(loc.lenAddr, 8), 0);
+        const real = mem.read(u64(mem.read(loc.ptrAddr, 8), 0), 8 * n);
+        // One more "g" at an address that is never mapped.
+        const arr = Buffer.concat([real, Buffer.from([0, 0x10, 0, 0, 0, 0, 0, 0])]);
+        const js = new Snapshot();
+        const native = new Snapshot();
+        expect(js.read(mem, layout, arr, 0, n + 1, Infinity)).toBe(true);
+        expect(native.readAll(mem, layout, arr, n + 1, 64 << 20)).toBe(true);
+        expect(native.window[n]).toBe(NO_G);
+        expect(js.window[n]).toBe(NO_G);
+        let windows = 0;
+        for (let k = 0; k <= n; k++) {
+          expect(native.addrs[k], `g ${k}`).toBe(js.addrs[k]);
+          expect(native.window[k], `g ${k}`).toBe(js.window[k]);
+          if (js.window[k] === NO_G) continue;
+          const g = (s: Snapshot) => s.hdr.subarray(k * layout.size, (k + 1) * layout.size);
+          expect(g(native).equals(g(js)), `g ${k}`).toBe(true);
+          const w = js.window[k]!;
+          if (w < 0) continue;
+          expect(native.got[k], `g ${k}`).toBe(js.got[k]);
+          expect(native.stack.subarray(w, w + native.got[k]!).equals(js.stack.subarray(w, w + js.got[k]!)), `g ${k}`).toBe(true);
+          if (native.got[k]! > 0) windows++;
+        }
+        expect(windows).toBeGreaterThanOrEqual(300);
+        // Too large: only the g's are read.
+        expect(native.readAll(mem, layout, arr, n + 1, 16)).toBe(false);
+      } finally {
+        process.kill(pid, 'SIGCONT');
+      }
+    } finally {
+      bin.close();
+      mem.close();
+    }
+  }, 60_000);
 });

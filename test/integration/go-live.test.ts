@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { childReaper } from '../../test/support/children.js';
+import { waitFor } from '../../test/support/wait.js';
 import { parseGoroutines } from '../../host-collector/src/dumps/goroutines.js';
 import { goroutinesText, readGoroutines } from '../../guest-probe/src/dumps/go/index.js';
 import {
@@ -98,8 +99,18 @@ describe.each(LIVE)('live $go $arch ($pkg)', (b) => {
     // A second read once the request is served, then the target's own dump right after.
     // (The request started goroutines; goids are handed out per P in batches, so a newer
     // goroutine may have a smaller goid: the sets are compared read to read instead.)
+    // Pause mode on this version's g layout (the addon's memSnapshot), then the running read:
+    // the same goroutines, parked ones printed the same, and the target runs again.
+    const rp = await readGoroutines(pid, { exe, pause: true });
+    expect(rp.complete, rp.notes.join('\n')).toBe(true);
+    expect(rp.pausedMs).toBeGreaterThan(0);
+    await waitFor('the target to run again', () => !/[Tt]/.test(procState(pid)), { timeoutMs: 30_000 });
     const r2 = await readGoroutines(pid, { exe });
     expect(r2.complete, r2.notes.join('\n')).toBe(true);
+    const paused = goroutineBlocks(goroutinesText(rp));
+    const r2blocks = goroutineBlocks(goroutinesText(r2));
+    const same = [...paused].filter(([id, block]) => r2blocks.get(id)?.join('\n') === block.join('\n')).length;
+    expect(same).toBeGreaterThanOrEqual(r2blocks.size - 2);
     t.child.kill('SIGQUIT');
     await t.exited;
     // Its exit status is Go's for SIGQUIT (dump, then exit 2): the reads left its signal

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -214,9 +215,165 @@ static napi_value mem_read(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* Marks in `window` (snapshot.ts NO_G, DEAD, NO_STACK): the g did not read, is dead, or runs. */
+#define W_NO_G (-3.0)
+#define W_DEAD (-2.0)
+#define W_NO_STACK (-1.0)
+#define G_RUNNING 2u
+#define G_DEAD 6u
+#define G_SCAN 0x1000u
+
+static uint64_t le64(const uint8_t* p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static uint32_t le32(const uint8_t* p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* memSnapshot(pid, allgs, count, gSize, fields, addrs, hdr, window, got, maxStackBytes):
+ * every g of a stopped Go process and the top of its stack, in two rounds of batched
+ * process_vm_readv, with no JavaScript in between: pause mode's whole stop (go/index.ts) is
+ * this call, so its length does not depend on how warm the reader's JavaScript is.
+ *
+ *   allgs   Buffer: the runtime's allgs array, count g pointers (little-endian u64)
+ *   fields  Int32Array: the g's atomicstatus, stack.lo, stack.hi, sched.sp, syscallsp offsets
+ *   addrs   Float64Array(count) out: the g addresses
+ *   hdr     Buffer(count * gSize) out: the g's, one after another
+ *   window  Float64Array(count) out: per g, where its window starts in the returned buffer,
+ *           or W_NO_G / W_DEAD / W_NO_STACK; a g whose start sp lies outside its stack gets an
+ *           empty window (its walk reads, and fails, on its own)
+ *   got     Int32Array(count) out: per g with a window, the bytes of it that read
+ *
+ * The window of a g is its stack from where its walk starts (syscallsp while in a syscall,
+ * else sched.sp) up to stack.hi, as snapshot.ts reads it for a running target. Returns the
+ * windows, one after another, in a new Buffer; null, having read only the g's, when they would
+ * take more than maxStackBytes. Errors as memRead. */
+static napi_value mem_snapshot(napi_env env, napi_callback_info info) {
+  size_t argc = 10;
+  napi_value argv[10];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  const char* usage =
+      "memSnapshot(pid, allgs: Buffer, count, gSize, fields: Int32Array(5), addrs: Float64Array, hdr: Buffer, window: Float64Array, "
+      "got: Int32Array, maxStackBytes)";
+  if (argc < 10) return fail_type(env, usage);
+  int32_t pid = 0;
+  uint32_t count = 0, gsize = 0;
+  double max_stack = 0;
+  if (napi_get_value_int32(env, argv[0], &pid) != napi_ok || napi_get_value_uint32(env, argv[2], &count) != napi_ok ||
+      napi_get_value_uint32(env, argv[3], &gsize) != napi_ok || napi_get_value_double(env, argv[9], &max_stack) != napi_ok)
+    return fail_type(env, usage);
+  if (pid <= 0) return fail_range(env, "memSnapshot: pid must be positive");
+  if (gsize < 16 || gsize > 4096) return fail_range(env, "memSnapshot: gSize must be 16 to 4096 bytes");
+  bool is_buffer = false;
+  void *allgs = NULL, *hdr = NULL;
+  size_t allgs_len = 0, hdr_len = 0;
+  if (napi_is_buffer(env, argv[1], &is_buffer) != napi_ok || !is_buffer ||
+      napi_get_buffer_info(env, argv[1], &allgs, &allgs_len) != napi_ok || napi_is_buffer(env, argv[6], &is_buffer) != napi_ok ||
+      !is_buffer || napi_get_buffer_info(env, argv[6], &hdr, &hdr_len) != napi_ok)
+    return fail_type(env, usage);
+  int32_t* fields = NULL;
+  double *addrs = NULL, *window = NULL;
+  int32_t* got = NULL;
+  if (!typed(env, argv[4], napi_int32_array, 5, (void**)&fields) || !typed(env, argv[5], napi_float64_array, count, (void**)&addrs) ||
+      !typed(env, argv[7], napi_float64_array, count, (void**)&window) || !typed(env, argv[8], napi_int32_array, count, (void**)&got))
+    return fail_type(env, usage);
+  if (allgs_len < (size_t)count * 8 || hdr_len < (size_t)count * gsize) return fail_range(env, "memSnapshot: allgs or hdr is too short");
+  for (int i = 0; i < 5; i++)
+    if (fields[i] < 0 || (uint32_t)fields[i] + 8 > gsize) return fail_range(env, "memSnapshot: a field lies outside the g");
+
+  /* Round 1: the g's. segs is reused for the windows (at most one per g). */
+  double* segs = malloc(sizeof(double) * 2 * (count ? count : 1));
+  int32_t* hdr_got = malloc(sizeof(int32_t) * (count ? count : 1));
+  if (!segs || !hdr_got) {
+    free(segs);
+    free(hdr_got);
+    napi_throw_error(env, "ENOMEM", "memSnapshot: out of memory");
+    return NULL;
+  }
+  for (uint32_t k = 0; k < count; k++) {
+    uint64_t a = le64((const uint8_t*)allgs + 8 * (size_t)k);
+    /* Above 2^53 no user-space address: read as unmapped (0 gives EFAULT). */
+    addrs[k] = a < (1ull << 53) ? (double)a : 0;
+    segs[2 * k] = addrs[k];
+    segs[2 * k + 1] = gsize;
+  }
+  read_ranges(pid, hdr, segs, count, hdr_got);
+  if (read_errno != 0) {
+    free(segs);
+    free(hdr_got);
+    return fail_errno(env, read_errno, pid);
+  }
+
+  /* The windows. */
+  uint32_t m = 0;
+  double total = 0;
+  for (uint32_t k = 0; k < count; k++) {
+    const uint8_t* g = (const uint8_t*)hdr + (size_t)k * gsize;
+    if (hdr_got[k] < (int32_t)gsize) {
+      window[k] = W_NO_G;
+      continue;
+    }
+    uint32_t status = le32(g + fields[0]) & ~G_SCAN;
+    if (status == G_DEAD) {
+      window[k] = W_DEAD;
+      continue;
+    }
+    if (status == G_RUNNING) {
+      window[k] = W_NO_STACK;
+      continue;
+    }
+    uint64_t lo = le64(g + fields[1]), hi = le64(g + fields[2]);
+    uint64_t syscallsp = le64(g + fields[4]);
+    uint64_t sp = syscallsp != 0 ? syscallsp : le64(g + fields[3]);
+    uint64_t len = sp >= lo && sp < hi && hi < (1ull << 53) ? hi - sp : 0;
+    if (len > INT32_MAX) len = 0;
+    window[k] = total;
+    segs[2 * m] = len > 0 ? (double)sp : 0;
+    segs[2 * m + 1] = (double)len;
+    m++;
+    total += (double)len;
+  }
+  free(hdr_got);
+  napi_value result;
+  if (total > max_stack) {
+    free(segs);
+    napi_get_null(env, &result);
+    return result;
+  }
+
+  /* Round 2: the windows, into a buffer of their size. */
+  void* stack = NULL;
+  if (napi_create_buffer(env, (size_t)total, &stack, &result) != napi_ok) {
+    free(segs);
+    return NULL;
+  }
+  int32_t* stack_got = malloc(sizeof(int32_t) * (m ? m : 1));
+  if (!stack_got) {
+    free(segs);
+    napi_throw_error(env, "ENOMEM", "memSnapshot: out of memory");
+    return NULL;
+  }
+  read_ranges(pid, stack, segs, m, stack_got);
+  free(segs);
+  if (read_errno != 0) {
+    free(stack_got);
+    return fail_errno(env, read_errno, pid);
+  }
+  for (uint32_t k = 0, j = 0; k < count; k++)
+    if (window[k] >= 0) got[k] = stack_got[j++];
+  free(stack_got);
+  return result;
+}
+
 napi_status memread_register(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"memRead", NULL, mem_read, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"memSnapshot", NULL, mem_snapshot, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
 }

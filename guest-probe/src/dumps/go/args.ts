@@ -100,8 +100,8 @@ export function writeArgs(w: ByteWriter, prog: ArgProgram, stack: StackReader, f
     // Go reads past the frame without a check; from outside, a word off the stack is shown as 0.
     const at = stack.offset(argp + s.off, 8);
     if (at >= 0) {
-      lo = stack.buf.readInt32LE(at);
-      hi = stack.buf.readInt32LE(at + 4);
+      lo = stack.view.getInt32(at, true);
+      hi = stack.view.getInt32(at + 4, true);
     }
     if (s.size < 8) {
       if (s.size <= 4) {

@@ -60,7 +60,7 @@ export class GoBinary {
       this.bias = opts.bias ?? 0;
       const space = opts.space ?? new FileSpace(this.elf, this.bias);
       this.moduledata = findModuleData(this.elf, space, this.bias, this.version.minor);
-      const pcln = this.elf.section('.gopclntab');
+      const pcln = this.elf.goSection('.gopclntab');
       if (!pcln) throw new Error(`${path}: no .gopclntab`);
       this.pclntab = new Pclntab(this.elf.sectionData(pcln, opts.pclntabInto), this.moduledata.text);
     } catch (err) {

@@ -85,6 +85,15 @@ export class ElfFile {
     return this.sections.find((s) => s.name === name);
   }
 
+  /**
+   * A section the Go linker writes, by its name in an ordinary executable (".gopclntab"): in a
+   * PIE the read-only sections that hold pointers go into RELRO and take a ".data.rel.ro"
+   * prefix (".data.rel.ro.gopclntab"), as debug/elf readers of Go binaries look for too.
+   */
+  goSection(name: string): ElfSection | undefined {
+    return this.section(name) ?? this.section(`.data.rel.ro${name}`);
+  }
+
   /** The whole section's bytes (in `into` when it is large enough); throws if it has none in the file. */
   sectionData(s: ElfSection, into?: Buffer): Buffer {
     if (s.nobits) throw new Error(`${this.path}: section ${s.name} has no bytes in the file`);

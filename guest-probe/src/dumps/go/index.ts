@@ -12,7 +12,9 @@
 // note, and the dump is not complete.
 // `pause: true` instead stops the whole process for the read (SIGSTOP, wait until every
 // thread is stopped, copy every g and its whole stack window, SIGCONT) and walks the copy
-// once the target runs again; it returns how long the target was stopped. Who can see that:
+// once the target runs again; it returns how long the target was stopped. The copy is one
+// native call (the addon's memSnapshot: two rounds of batched process_vm_readv, no JavaScript
+// per goroutine), so the stop lasts about what the kernel takes to copy the bytes. Who can see that:
 // a parent waiting with WUNTRACED/WSTOPPED (systemd and Go's os/exec wait for exits only),
 // and the target itself only if it asked for SIGCONT with signal.Notify (envd does not).
 // A PTRACE_SEIZE+INTERRUPT stop would hide even that, but needs a native helper; not done.
@@ -36,7 +38,7 @@ import { type GoroutineRecord, Printer } from './format.js';
 import { G_STATUS, type GLayout, layoutFor } from './layout.js';
 import { ProcessMemory, TargetExitedError, UnreadableAddressError, exePath, loadBias } from './memory.js';
 import { DEAD, NO_G, NO_STACK, Snapshot, sameSchedule, startSp } from './snapshot.js';
-import { hex, u64 } from './space.js';
+import { hex, u64, u64v, viewOf } from './space.js';
 import { StackReader } from './stack.js';
 import { ByteWriter, ChunkedText } from './text.js';
 import { Walk, type WalkStart, walkStack } from './unwind.js';
@@ -50,6 +52,8 @@ export interface ReadGoroutinesOptions {
   /** The Go executable to symbolise with; default /proc/<pid>/exe. For a target run under
    *  an emulator (qemu-user: exe is qemu) or whose file was replaced since it started. */
   exe?: string;
+  /** How the target's memory is opened (default: a ProcessMemory of pid). Tests wrap it to make an address fail. */
+  openMemory?: (pid: number, procRoot: string) => ProcessMemory;
   /** Stop the target (SIGSTOP/SIGCONT) while reading. Default false: read it running. */
   pause?: boolean;
   /** At most this many goroutines are printed (default 100,000); more: complete=false. */
@@ -77,6 +81,8 @@ export interface GoroutinesRead {
   arch: 'amd64' | 'arm64';
   /** How long the target was stopped (0 without pause). */
   pausedMs: number;
+  /** Pause mode: of pausedMs, the wait until every thread had stopped, and the copy. */
+  pause?: { stopWaitMs: number; copyMs: number };
   /** Every goroutine was read and walked to its end. */
   complete: boolean;
   /** How the read went: where allgs was found, goroutines re-read or left incomplete, … */
@@ -147,7 +153,7 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
   } finally {
     probeElf.close();
   }
-  const mem = new ProcessMemory(pid, procRoot);
+  const mem = opts.openMemory ? opts.openMemory(pid, procRoot) : new ProcessMemory(pid, procRoot);
   const buffers = takeBuffers();
   let bin: GoBinary | undefined;
   let stopped = false;
@@ -163,17 +169,27 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
     const r = new Reading(bin, mem, layout, opts, buffers);
     r.notes.push(describeAllgs(loc));
     let pausedMs = 0;
+    let pause: GoroutinesRead['pause'];
     if (opts.pause) {
+      // Sized before the stop, so the allocation is not part of the pause (it grows if more
+      // goroutines appeared meanwhile).
+      const snap = new Snapshot();
+      snap.reserve(r.peekCount(loc) + 64, layout.size);
       const pauseStart = performance.now();
       process.kill(pid, 'SIGSTOP');
       stopped = true;
       waitStopped(pid, procRoot);
-      const snap = r.readStopped(loc);
+      const allStopped = performance.now();
+      const copied = r.readStopped(loc, snap);
+      const copyMs = performance.now() - allStopped;
       process.kill(pid, 'SIGCONT');
       stopped = false;
       pausedMs = performance.now() - pauseStart;
-      r.notes.push(`the target was stopped (SIGSTOP) for ${pausedMs.toFixed(1)} ms`);
-      if (snap) await r.printSnapshot(snap);
+      pause = { stopWaitMs: allStopped - pauseStart, copyMs };
+      r.notes.push(
+        `the target was stopped (SIGSTOP) for ${pausedMs.toFixed(1)} ms: ${pause.stopWaitMs.toFixed(1)} ms until every thread had stopped, ${copyMs.toFixed(1)} ms copying`,
+      );
+      if (copied) await r.printSnapshot(snap);
     } else {
       await r.readRunning(loc);
     }
@@ -187,6 +203,7 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
       goVersion: bin.version.text,
       arch: bin.arch,
       pausedMs,
+      ...(pause ? { pause } : {}),
       complete: r.complete,
       notes: r.notes,
       elapsedMs: performance.now() - t0,
@@ -278,7 +295,7 @@ class Reading {
   private readonly maxGoroutines: number;
   private readonly maxBytes: number;
   private readonly maxPhysical: number;
-  private readonly noWindow = Buffer.alloc(0);
+  private readonly noWindow = viewOf(Buffer.alloc(0));
   /** The last goroutine printed, before it is kept (redo: one g read alone). */
   private readonly one: ByteWriter;
   private n = 0;
@@ -328,8 +345,7 @@ class Reading {
         outcomes[k] = this.print(staging, snap, k);
         ends[k] = staging.pos;
       }
-      // Confirm: each g must not have moved while its stack was read. (Only the g's: a
-      // window of 0 bytes reads nothing.)
+      // Confirm: each g must not have moved while its stack was read (the g's alone: windowCap 0).
       again.read(this.mem, this.layout, arr, from, count, 0);
       for (let k = 0, start = 0; k < count && !this.stop; start = ends[k]!, k++) {
         const w = snap.window[k]!;
@@ -338,7 +354,7 @@ class Reading {
           this.unreadable(from + k, snap.addrs[k]!);
           continue;
         }
-        if (again.window[k] !== NO_G && snap.same(k, again.hdr, k, this.layout)) {
+        if (again.window[k] !== NO_G && snap.same(k, again, k, this.layout)) {
           this.keep(staging.buf.subarray(start, ends[k]), outcomes[k]!);
           continue;
         }
@@ -349,20 +365,30 @@ class Reading {
     }
   }
 
+  /** allglen as it is now, before the target is stopped (to size the snapshot). */
+  peekCount(loc: AllgsLocation): number {
+    const n = u64(this.mem.read(loc.lenAddr, 8), 0);
+    return n <= 50_000_000 ? n : 0;
+  }
+
   /**
-   * Pause mode, while the target is stopped: every g and its whole stack window into one
-   * snapshot, printed once the target runs again. When the stacks are too large to copy, the
-   * goroutines are printed right here instead (the target stays stopped until done) and null
-   * is returned.
+   * Pause mode, while the target is stopped: every g and its whole stack window into `snap`
+   * (its own: one of every g, MiBs for a large target, is not kept for the next read), to be
+   * printed once the target runs again. When the stacks are too large to copy, the goroutines
+   * are printed right here instead (the target stays stopped until done) and false is
+   * returned.
    */
-  readStopped(loc: AllgsLocation): Snapshot | null {
+  readStopped(loc: AllgsLocation, snap: Snapshot): boolean {
     const arr = this.allgs(loc);
-    // Its own snapshot: one of every g (MiBs for a large target) is not kept for the next read.
-    const snap = new Snapshot();
-    if (snap.read(this.mem, this.layout, arr, 0, this.n, Infinity, PAUSE_SNAPSHOT_BYTES)) {
-      // m.id too: an m can be freed once the target runs on.
-      for (let k = 0; k < this.n; k++) if (snap.window[k] !== NO_G) this.mId(u64(snap.hdr, k * this.layout.size + this.layout.m));
-      return snap;
+    if (snap.readAll(this.mem, this.layout, arr, this.n, PAUSE_SNAPSHOT_BYTES)) {
+      // m.id too, for the goroutines on a thread (few): an m can be freed once the target runs on.
+      const { size, m } = this.layout;
+      const hv = snap.hdrView;
+      for (let k = 0; k < this.n; k++) {
+        const o = k * size + m;
+        if (snap.window[k] !== NO_G && (hv.getUint32(o, true) | hv.getUint32(o + 4, true)) !== 0) this.mId(u64v(hv, o));
+      }
+      return true;
     }
     this.notes.push(`the stacks take more than ${PAUSE_SNAPSHOT_BYTES} bytes: walked while the target was stopped`);
     for (let from = 0; from < this.n && !this.stop; from += BATCH) {
@@ -370,7 +396,7 @@ class Reading {
       snap.read(this.mem, this.layout, arr, from, count, WINDOW_CAP);
       this.keepAll(snap, from);
     }
-    return null;
+    return false;
   }
 
   /** Pause mode, after the target resumed: the snapshot printed (it needs no confirming). */
@@ -417,7 +443,7 @@ class Reading {
   private print(w: ByteWriter, snap: Snapshot, k: number): Outcome {
     const v = snap.window[k]!;
     if (v === DEAD || v === NO_G) return WALKED;
-    return this.printG(w, snap.addrs[k]!, snap.hdr, k * this.layout.size, v === NO_STACK ? null : snap.stack, v, snap.got[k]!);
+    return this.printG(w, snap.addrs[k]!, snap.hdrView, k * this.layout.size, v === NO_STACK ? null : snap.stackView, v, snap.got[k]!);
   }
 
   /**
@@ -425,35 +451,35 @@ class Reading {
    * bytes at `winStart` in `win` (the stack from the walk's start sp on); win null: a running
    * g, no walk.
    */
-  private printG(w: ByteWriter, addr: number, b: Buffer, o: number, win: Buffer | null, winStart: number, winLen: number): Outcome {
+  private printG(w: ByteWriter, addr: number, b: DataView, o: number, win: DataView | null, winStart: number, winLen: number): Outcome {
     const l = this.layout;
     const rec = this.rec;
     rec.addr = addr;
-    rec.goid = u64(b, o + l.goid);
-    rec.status = b.readUInt32LE(o + l.atomicstatus);
-    rec.waitreason = b[o + l.waitreason] ?? 0;
-    rec.waitsince = u64(b, o + l.waitsince);
-    rec.m = u64(b, o + l.m);
+    rec.goid = u64v(b, o + l.goid);
+    rec.status = b.getUint32(o + l.atomicstatus, true);
+    rec.waitreason = b.getUint8(o + l.waitreason);
+    rec.waitsince = u64v(b, o + l.waitsince);
+    rec.m = u64v(b, o + l.m);
     rec.mId = rec.m === 0 ? null : this.mId(rec.m);
-    rec.lockedm = u64(b, o + l.lockedm);
-    rec.gopc = u64(b, o + l.gopc);
-    rec.parentGoid = l.parentGoid >= 0 ? u64(b, o + l.parentGoid) : 0;
+    rec.lockedm = u64v(b, o + l.lockedm);
+    rec.gopc = u64v(b, o + l.gopc);
+    rec.parentGoid = l.parentGoid >= 0 ? u64v(b, o + l.parentGoid) : 0;
     if (!win) {
       this.printer.goroutine(w, rec, null, this.stack);
       return ON_THREAD;
     }
     const stack = this.stack;
-    stack.reset(u64(b, o + l.stackLo), u64(b, o + l.stackHi), win, winStart, startSp(b, o, l), winLen);
+    stack.reset(u64v(b, o + l.stackLo), u64v(b, o + l.stackHi), win, winStart, startSp(b, o, l), winLen);
     const start = this.start;
-    const syscallsp = u64(b, o + l.syscallsp);
+    const syscallsp = u64v(b, o + l.syscallsp);
     if (syscallsp !== 0) {
-      start.pc = u64(b, o + l.syscallpc);
+      start.pc = u64v(b, o + l.syscallpc);
       start.sp = syscallsp;
       start.lr = 0;
     } else {
-      start.pc = u64(b, o + l.schedPc);
-      start.sp = u64(b, o + l.schedSp);
-      start.lr = u64(b, o + l.schedLr);
+      start.pc = u64v(b, o + l.schedPc);
+      start.sp = u64v(b, o + l.schedSp);
+      start.lr = u64v(b, o + l.schedLr);
     }
     walkStack(this.bin, stack, start, this.maxPhysical, this.walk);
     this.printer.goroutine(w, rec, this.walk, stack);
@@ -477,26 +503,26 @@ class Reading {
   private redo(i: number, addr: number): void {
     const l = this.layout;
     const w = this.one;
-    let g: Buffer;
+    let g: DataView;
     try {
-      g = this.mem.read(addr, l.size);
+      g = viewOf(this.mem.read(addr, l.size));
     } catch (err) {
       if (!(err instanceof UnreadableAddressError)) throw err;
       this.unreadable(i, addr);
       return;
     }
     for (let tries = 1; ; tries++) {
-      const st = g.readUInt32LE(l.atomicstatus) & ~G_STATUS.scan;
+      const st = g.getUint32(l.atomicstatus, true) & ~G_STATUS.scan;
       if (st === G_STATUS.dead) return;
       w.reset();
       // No window: the walk reads the stack itself.
       const o = this.printG(w, addr, g, 0, st === G_STATUS.running ? null : this.noWindow, 0, 0);
-      const again = this.mem.read(addr, l.size);
+      const again = viewOf(this.mem.read(addr, l.size));
       if (sameSchedule(l, g, 0, again, 0)) {
         this.keep(w.buf.subarray(0, w.pos), o);
         return;
       }
-      if ((again.readUInt32LE(l.atomicstatus) & ~G_STATUS.scan) === G_STATUS.dead) return;
+      if ((again.getUint32(l.atomicstatus, true) & ~G_STATUS.scan) === G_STATUS.dead) return;
       if (tries >= CONFIRM_TRIES) {
         this.unsettled++;
         this.complete = false;

@@ -44,7 +44,7 @@ export class ProcessMemory implements AddressSpace {
     try {
       this.fd = openSync(path.join(procRoot, String(pid), 'mem'), 'r');
     } catch (err) {
-      throw translate(err, pid);
+      throw translate(err, pid, path.join(procRoot, String(pid), 'mem'));
     }
   }
 
@@ -59,6 +59,27 @@ export class ProcessMemory implements AddressSpace {
     this.ranges += count;
     try {
       this.native.memRead(this.pid, dst, segs, count, got);
+    } catch (err) {
+      throw translate(err, this.pid);
+    }
+  }
+
+  /**
+   * Every g of `allgs` and its stack window in one native call (pause mode, the target
+   * stopped): see NativeAddon.memSnapshot. Counted as two batches.
+   */
+  snapshot(
+    allgs: Buffer,
+    count: number,
+    gSize: number,
+    fields: Int32Array,
+    out: { addrs: Float64Array; hdr: Buffer; window: Float64Array; got: Int32Array },
+    maxStackBytes: number,
+  ): Buffer | null {
+    this.batches += 2;
+    this.ranges += 2 * count;
+    try {
+      return this.native.memSnapshot(this.pid, allgs, count, gSize, fields, out.addrs, out.hdr, out.window, out.got, maxStackBytes);
     } catch (err) {
       throw translate(err, this.pid);
     }
@@ -95,10 +116,11 @@ export class ProcessMemory implements AddressSpace {
   }
 }
 
-function translate(err: unknown, pid: number): Error {
+/** `what`: what was being read, for the permission error ("/proc/<pid>/exe", …). */
+function translate(err: unknown, pid: number, what = `the memory of process ${pid}`): Error {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === 'ENOENT' || code === 'ESRCH') return new TargetExitedError(`process ${pid} is gone (it exited)`);
-  if (code === 'EACCES' || code === 'EPERM') return new PtraceDeniedError(`cannot read /proc/${pid}/mem (${code}): ${PTRACE_HINT}`);
+  if (code === 'EACCES' || code === 'EPERM') return new PtraceDeniedError(`cannot read ${what} (${code}): ${PTRACE_HINT}`);
   return err instanceof Error ? err : new Error(String(err));
 }
 
@@ -108,7 +130,7 @@ export function exePath(pid: number, procRoot = '/proc'): string {
   try {
     readlinkSync(p);
   } catch (err) {
-    throw translate(err, pid);
+    throw translate(err, pid, p);
   }
   return p;
 }
@@ -125,7 +147,7 @@ export function loadBias(pid: number, elf: ElfFile, procRoot = '/proc'): number 
     exe = readlinkSync(path.join(procRoot, String(pid), 'exe'));
     maps = readFileSync(path.join(procRoot, String(pid), 'maps'), 'latin1');
   } catch (err) {
-    throw translate(err, pid);
+    throw translate(err, pid, `/proc/${pid}/exe and maps`);
   }
   const first = elf.segments[0];
   if (!first) throw new Error(`${elf.path}: no PT_LOAD segment`);

@@ -5,7 +5,7 @@
 // dump shares (goroutines are walked one at a time). One reader is reused for every
 // goroutine (reset), so 10,000 goroutines allocate no stack copies and no readers.
 
-import { type AddressSpace, hex, u64 } from './space.js';
+import { type AddressSpace, hex, u64v, viewOf } from './space.js';
 
 const CHUNK = 64 * 1024;
 
@@ -14,27 +14,29 @@ export class StackOutOfBoundsError extends Error {}
 export class StackReader {
   lo = 0;
   hi = 0;
-  /** The bytes at [base, base + len), at `start` in buf. */
-  buf: Buffer;
+  /** The bytes at [base, base + len), at `start` in this view (of the window, or of scratch). */
+  view: DataView;
   private start = 0;
   private base = 0;
   private len = 0;
   /** Where reads past a window go (it grows for a deep walk); a previous reader's may be given. */
   scratch: Buffer;
+  private scratchView: DataView;
 
   constructor(
     private readonly space: AddressSpace & { readInto?(buf: Buffer, addr: number): void },
     scratch?: Buffer,
   ) {
     this.scratch = scratch ?? Buffer.allocUnsafe(CHUNK);
-    this.buf = this.scratch;
+    this.scratchView = viewOf(this.scratch);
+    this.view = this.scratchView;
   }
 
   /** A new goroutine with stack [lo, hi), whose bytes [base, base + len) are at `start` in `window`. */
-  reset(lo: number, hi: number, window: Buffer, start: number, base: number, len: number): void {
+  reset(lo: number, hi: number, window: DataView, start: number, base: number, len: number): void {
     this.lo = lo;
     this.hi = hi;
-    this.buf = window;
+    this.view = window;
     this.start = start;
     this.base = base;
     this.len = len;
@@ -47,11 +49,11 @@ export class StackReader {
   /** The 8-byte word at addr (inside [lo, hi)). */
   word(addr: number): number {
     const off = addr - this.base;
-    if (off >= 0 && off + 8 <= this.len) return u64(this.buf, this.start + off);
+    if (off >= 0 && off + 8 <= this.len) return u64v(this.view, this.start + off);
     return this.wordPast(addr);
   }
 
-  /** Where [addr, addr+len) is in buf (read first if needed), or -1 when it is off the stack or does not read. */
+  /** Where [addr, addr+len) is in view (read first if needed), or -1 when it is off the stack or does not read. */
   offset(addr: number, len: number): number {
     const off = addr - this.base;
     if (off >= 0 && off + len <= this.len) return this.start + off;
@@ -59,9 +61,9 @@ export class StackReader {
   }
 
   private wordPast(addr: number): number {
-    // at() may move buf: take the offset first.
+    // at() may move view: take the offset first.
     const at = this.at(addr, 8);
-    return u64(this.buf, at);
+    return u64v(this.view, at);
   }
 
   private offsetPast(addr: number, len: number): number {
@@ -72,7 +74,7 @@ export class StackReader {
     }
   }
 
-  /** Offset of [addr, addr+len) in buf, reading it first if needed. */
+  /** Offset of [addr, addr+len) in view, reading it first if needed. */
   private at(addr: number, len: number): number {
     if (addr < this.lo || addr + len > this.hi) {
       throw new StackOutOfBoundsError(`stack read at ${hex(addr)} is outside the goroutine's stack [${hex(this.lo)}, ${hex(this.hi)})`);
@@ -80,13 +82,16 @@ export class StackReader {
     if (addr < this.base || addr + len > this.base + this.len) {
       const start = Math.max(this.lo, addr - (addr % 8));
       const end = Math.min(this.hi, Math.max(addr + len, start + CHUNK));
-      if (end - start > this.scratch.length) this.scratch = Buffer.allocUnsafe(end - start);
+      if (end - start > this.scratch.length) {
+        this.scratch = Buffer.allocUnsafe(end - start);
+        this.scratchView = viewOf(this.scratch);
+      }
       const view = this.scratch.subarray(0, end - start);
       // Not read: the window is lost (an error from here stops this goroutine's walk).
       this.len = 0;
       if (this.space.readInto) this.space.readInto(view, start);
       else this.space.read(start, end - start).copy(view);
-      this.buf = this.scratch;
+      this.view = this.scratchView;
       this.start = 0;
       this.base = start;
       this.len = end - start;

@@ -27,7 +27,7 @@ export function parseGoVersion(text: string, source: string): GoVersion | null {
 
 /** Reads the Go version; throws NotGoBinaryError when the file is not a Go executable. */
 export function readGoVersion(elf: ElfFile): GoVersion {
-  if (!elf.section('.gopclntab')) {
+  if (!elf.goSection('.gopclntab')) {
     throw new NotGoBinaryError(`${elf.path} is not a Go executable (no .gopclntab section)`);
   }
   return fromBuildinfo(elf) ?? fromBuildVersion(elf) ?? noVersion(elf);
