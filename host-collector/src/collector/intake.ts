@@ -6,7 +6,15 @@
 // what the verdict and the API read, through IntakeView.
 
 import type net from 'node:net';
-import { PROTOCOL_ERROR_CODES, applyEvent, type Hello, type ProbeEvent, type ProbeStatus, type ProtocolErrorCode } from '@vsockdiag/proto';
+import {
+  PROTOCOL_ERROR_CODES,
+  ProtocolError,
+  applyEvent,
+  type Hello,
+  type ProbeEvent,
+  type ProbeStatus,
+  type ProtocolErrorCode,
+} from '@vsockdiag/proto';
 import { Budget, type BudgetLimits } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { SandboxHistory } from './history.js';
@@ -138,7 +146,15 @@ export class Intake implements SessionHost, IntakeView {
    *  the pending limit, or over the frame budget (each connection costs a frame, so dialling
    *  in a loop is rate-limited like sending is). */
   accept(socket: net.Socket): void {
-    if (this.closed || Date.now() < this.cooldownUntil || this.pending.size >= MAX_PENDING || !this.budget.spendFrame()) {
+    // While the store cannot write, a probe keeps its events in its ring: refusing it is the
+    // back-pressure (it retries with its backoff), not taking what cannot be stored.
+    if (
+      this.closed ||
+      this.store.writeError !== null ||
+      Date.now() < this.cooldownUntil ||
+      this.pending.size >= MAX_PENDING ||
+      !this.budget.spendFrame()
+    ) {
       this.count.refused++;
       socket.destroy();
       return;
@@ -156,6 +172,8 @@ export class Intake implements SessionHost, IntakeView {
   // ---- SessionHost: called by the session ----
 
   onHello(session: Session, hello: Hello): number {
+    const writeError = this.store.writeError;
+    if (writeError) throw new ProtocolError('ERR_STORE', `the store cannot write: ${writeError.message}`);
     this.pending.delete(session);
     if (this.live && this.live !== session) this.live.close('superseded by a new connection', null);
     this.live = session;
