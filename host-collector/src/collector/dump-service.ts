@@ -136,7 +136,8 @@ export class DumpService {
     try {
       a = await requestViaCommandPort(sb.udsPath, this.opts.probePort, command, timeout);
     } catch (err) {
-      if (!(err instanceof RequestError) || err.code !== 'UNREACHABLE') throw err;
+      // A sandbox that never had a probe has no session to wait for.
+      if (!(err instanceof RequestError) || err.code !== 'UNREACHABLE' || !expected) throw err;
       // The command port is out of reach, but the probe's own session may be back soon (the
       // link of a restored VM comes back while its host-initiated path stays hung): ask there.
       this.log.info({ sandbox: sb.id, err: err.message }, 'command port unreachable; waiting for the session');
