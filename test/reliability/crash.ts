@@ -15,7 +15,7 @@ import type { ReliabilityRow, ScenarioOptions } from './row.js';
 import { Streamer } from './streamer.js';
 
 const AREA = 'crash safety';
-const COMMAND = 'make reliability ONLY=crash';
+const COMMAND = 'node test/run-ts.mjs test/reliability/run.ts crash';
 const COLLECTOR_ARGS = ['--stall-after', '60s'];
 /** Events per 10 ms tick and streamer: 100 events/s each. */
 const PER_TICK = 1;

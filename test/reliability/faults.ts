@@ -23,7 +23,7 @@ import { checkSeqs, secs, type SeqCheck } from './check.js';
 import type { ReliabilityRow, ScenarioOptions } from './row.js';
 
 const AREA = 'Firecracker faults';
-const COMMAND = 'make reliability ONLY=faults';
+const COMMAND = 'node test/run-ts.mjs test/reliability/run.ts faults';
 /** A dump that falls back must be answered within the dial deadline and the session wait, plus slack for a loaded machine. */
 const FALLBACK_BOUND_MS = DIAL_DEADLINE_MS + SESSION_FALLBACK_WAIT_MS + 4000;
 

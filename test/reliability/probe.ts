@@ -18,7 +18,7 @@ import { mib, rssOf, secs } from './check.js';
 import type { ReliabilityRow, ScenarioOptions } from './row.js';
 
 const AREA = 'probe';
-const COMMAND = 'make reliability ONLY=probe';
+const COMMAND = 'node test/run-ts.mjs test/reliability/run.ts probe';
 /** The probe's resident memory must stay under this whatever it is fed. */
 export const PROBE_RSS_BOUND = 160 * 1024 * 1024;
 /** …and its CPU under this share of one core while it is fed a flood (the target keeps the rest). */
