@@ -150,6 +150,14 @@ async function collectorKills(opts: ScenarioOptions, root: string): Promise<Reli
 
 // ---- probe SIGKILL ------------------------------------------------------------------------
 
+function isProbe(pid: number): boolean {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('vsockdiag-probe');
+  } catch {
+    return false;
+  }
+}
+
 /** Starts the probe again with the command line it had, in the sandbox's namespaces. */
 function restartProbe(sb: Sandbox, argv: string[]): { pid: number; stop: () => void } {
   let cmd = argv;
@@ -187,16 +195,20 @@ async function probeKills(opts: ScenarioOptions, root: string): Promise<Reliabil
   try {
     await register(c, sb.id, sb.udsPath);
     await waitState(c, sb.id, (s) => s === 'ready', 30_000);
+    // The first probe is the sandbox's; each later one descends from our nsenter.
+    let probeOf = () => sb.pidsOf('vsockdiag-probe')[0];
     for (let r = 0; r < rounds; r++) {
-      const [pid] = sb.pidsOf('vsockdiag-probe');
-      if (!pid) throw new Error('no probe process');
+      const pid = await waitFor('the probe process', probeOf);
       const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
       const t0 = Date.now();
       process.kill(pid, 'SIGKILL');
       await waitState(c, sb.id, (s) => s === 'silent');
       silentMs.push(Date.now() - t0);
       const t1 = Date.now();
-      restarted.push(restartProbe(sb, argv).stop);
+      const again = restartProbe(sb, argv);
+      restarted.push(again.stop);
+      // Not nsenter itself (its command line names the probe too): the node it started.
+      probeOf = () => descendants(again.pid).find((p) => isProbe(p));
       await waitState(c, sb.id, (s) => s === 'ready', 30_000);
       backMs.push(Date.now() - t1);
     }
