@@ -37,6 +37,7 @@ import { LogWatcher } from './logs/log-watcher.js';
 import { SigquitCapture, dumpChunks, takeDump, tracebackEnded, waitForExit } from './dumps/index.js';
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
+import { NOTIFY_EVENTS_PER_SEC, NotifyRate } from './notify/rate.js';
 import { phaseEvent } from './phases.js';
 import { readBootId } from './proc/index.js';
 import { EventRing } from './ring.js';
@@ -89,6 +90,9 @@ export class Probe {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private oversizeReported = 0;
+  /** A notify flood past NOTIFY_EVENTS_PER_SEC: datagrams dropped, and how many were said. */
+  private readonly notifyRate = new NotifyRate();
+  private rateDropReported = 0;
 
   constructor(
     private readonly config: ProbeConfig,
@@ -333,6 +337,7 @@ export class Probe {
     }
     const notify = this.notify;
     notify.on('message', (msg, pid) => {
+      if (!msg.ready && !msg.stopping && !this.notifyRate.take()) return;
       this.target.hint(pid);
       const event = phaseEvent(msg, pid);
       if (event) this.emit(event);
@@ -347,6 +352,15 @@ export class Probe {
           message: `${notify.counters.oversize - this.oversizeReported} notify datagram(s) over ${MAX_NOTIFY_DATAGRAM} bytes rejected (${notify.counters.oversize} in all)`,
         });
         this.oversizeReported = notify.counters.oversize;
+      }
+      const dropped = this.notifyRate.dropped;
+      if (dropped > this.rateDropReported) {
+        this.emit({
+          kind: 'probe.notice',
+          level: 'warn',
+          message: `${dropped - this.rateDropReported} notify datagram(s) over ${NOTIFY_EVENTS_PER_SEC}/s not recorded (${dropped} in all)`,
+        });
+        this.rateDropReported = dropped;
       }
     }, 10_000);
     check.unref();

@@ -21,6 +21,9 @@ export const SAMPLE_KEEPALIVE_MS = 5000;
 const FIND_FAST_MS = 100;
 const FIND_SLOW_MS = 1000;
 const FIND_FAST_PERIOD_MS = 30_000;
+/** A scan of every process may take at most this share of the time: with thousands of
+ *  processes one scan costs milliseconds of CPU, and the guest's own work comes first. */
+const FIND_MAX_DUTY = 0.05;
 
 // biome-ignore format: a lookup table, several numbers a line
 const SIGNAL_NAMES: Record<number, string> = {
@@ -51,6 +54,8 @@ export class TargetWatcher {
   /** Wrap mode: the target is our child, never searched for. */
   private childMode = false;
   private lastFind = Number.NEGATIVE_INFINITY;
+  /** How long the last scan took (ms of real time): the next waits at least 1/FIND_MAX_DUTY of it. */
+  private findCostMs = 0;
   private readonly startedAt: number;
   private readonly now: () => number;
 
@@ -110,11 +115,13 @@ export class TargetWatcher {
 
   private find(): void {
     const now = this.now();
-    const every = now - this.startedAt < FIND_FAST_PERIOD_MS ? FIND_FAST_MS : FIND_SLOW_MS;
+    const every = Math.max(now - this.startedAt < FIND_FAST_PERIOD_MS ? FIND_FAST_MS : FIND_SLOW_MS, this.findCostMs / FIND_MAX_DUTY);
     if (now - this.lastFind < every) return;
     this.lastFind = now;
     const { procRoot, pidFile, name } = this.opts;
+    const started = performance.now();
     const pid = pidFile ? readPidFile(pidFile) : findProcessByName(name, procRoot);
+    this.findCostMs = performance.now() - started;
     if (pid !== null) this.adopt(pid);
   }
 

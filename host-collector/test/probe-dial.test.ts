@@ -113,4 +113,29 @@ describe('requestViaCommandPort', () => {
     const udsPath = await fakeFirecracker({ reply: ok(encodeMessage(hello)) });
     await expect(requestViaCommandPort(udsPath, 52001, { op: 'status' }, 200)).rejects.toMatchObject({ code: 'TIMEOUT' });
   });
+
+  it('gives up at the dial deadline when CONNECT is never answered (firecracker#6100), not at the request limit', async () => {
+    const udsPath = await fakeFirecracker({ reply: () => Buffer.alloc(0) });
+    const started = Date.now();
+    const err = await requestViaCommandPort(udsPath, 52001, { op: 'status' }, 30_000, 300).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RequestError);
+    expect(err).toMatchObject({ code: 'UNREACHABLE', message: expect.stringContaining('within 300 ms') });
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it("the dial deadline covers the probe's hello too: OK followed by silence is UNREACHABLE", async () => {
+    const udsPath = await fakeFirecracker({ reply: ok() });
+    await expect(requestViaCommandPort(udsPath, 52001, { op: 'status' }, 30_000, 300)).rejects.toMatchObject({ code: 'UNREACHABLE' });
+  });
+
+  it('a slow answer after the hello is still waited for, up to the request limit', async () => {
+    const udsPath = await fakeFirecracker({
+      reply: ok(encodeMessage(hello)),
+      onCommand: (m, send) => {
+        if (m.type === 'command') setTimeout(() => send({ type: 'result', id: m.id, ok: true }), 600);
+      },
+    });
+    const a = await requestViaCommandPort(udsPath, 52001, { op: 'status' }, 10_000, 300);
+    expect(a.result).toMatchObject({ ok: true });
+  });
 });

@@ -500,6 +500,133 @@ describe('snapshot and fault models', () => {
   });
 });
 
+describe('fault models of Firecracker bugs (E2B pins 1.10–1.14)', () => {
+  /** Dials uds_path and writes a CONNECT line, without waiting for anything. */
+  async function connectLine(udsPath: string, port: number): Promise<Peer> {
+    const peer = await dial(udsPath);
+    peer.socket.write(`CONNECT ${port}\n`);
+    return peer;
+  }
+
+  it('bareResume (#6100): host CONNECTs hang forever, guest-initiated ones work; a later reset acked clears it', async () => {
+    const { vm, udsPath, guestDir } = await startVm({ connRequestTimeoutMs: 200 });
+    const host = await listenAt(hostPortPath(udsPath, 52000), { echo: true });
+    const guestListener = await listenAt(guestListenPath(guestDir, 52001), { echo: true });
+    const before = await hostConnect(udsPath, 'CONNECT 52001\n');
+
+    vm.bareResume();
+    const hung = await connectLine(udsPath, 52001);
+    // Well past the request timeout: no OK, no EOF, and the guest was never asked.
+    await sleep(600);
+    expect(hung.text).toBe('');
+    expect(hung.gone).toBe(false);
+    expect(guestListener.peers).toHaveLength(1);
+    // The connection made before still carries bytes both ways; guest-initiated ones work.
+    before.peer.socket.write('still');
+    await waitFor('echo on the old connection', () => before.peer.text.endsWith('still'));
+    const guest = await dial(await vm.exposeHostPort(52000));
+    guest.socket.write('up');
+    await waitFor('guest-initiated echo', () => guest.text === 'up');
+    expect(host.peers).toHaveLength(1);
+
+    // A snapshot's real reset, which the guest acks, clears the gate: the hung request dies
+    // with the reset, and the next CONNECT is answered.
+    vm.reset();
+    vm.ackTransportReset();
+    await waitFor('the hung request ends with the reset', () => hung.gone);
+    expect(hung.text).toBe('');
+    await hostConnect(udsPath, 'CONNECT 52001\n');
+    expect(guestListener.peers).toHaveLength(2);
+  });
+
+  it('reset({ holdRx }) (1.16, #5882): nothing reaches the guest until it acks; then all of it, in order', async () => {
+    const { vm, udsPath, guestDir } = await startVm();
+    const host = await listenAt(hostPortPath(udsPath, 52000));
+    const guestListener = await listenAt(guestListenPath(guestDir, 52001), { echo: true });
+    vm.reset({ holdRx: true });
+
+    // Guest-initiated: connects, and guest→host bytes flow; host→guest bytes are held.
+    const guest = await dial(await vm.exposeHostPort(52000));
+    await waitFor('host accept', () => host.peers.length === 1);
+    guest.socket.write('hello');
+    await waitFor('guest→host during the gate', () => host.peers[0]!.text === 'hello');
+    host.peers[0]!.socket.write('welcome');
+    host.peers[0]!.socket.write('+more');
+    // Host-initiated: the request waits.
+    const pending = await connectLine(udsPath, 52001);
+    await sleep(300);
+    expect(guest.text).toBe('');
+    expect(pending.text).toBe('');
+    expect(guestListener.peers).toHaveLength(0);
+
+    vm.ackTransportReset();
+    await waitFor('held bytes delivered', () => guest.text === 'welcome+more');
+    await waitFor('held request answered', () => /^OK \d+\n$/.test(pending.text));
+    pending.socket.write('x');
+    await waitFor('echo after the gate', () => pending.text.endsWith('x'));
+  });
+
+  it('txStall (#5958): guest connects time out, host CONNECTs get EOF without OK, guest bytes stay put', async () => {
+    const { vm, udsPath, guestDir, refusals } = await startVm({ connRequestTimeoutMs: 300 });
+    const host = await listenAt(hostPortPath(udsPath, 52000));
+    const guestListener = await listenAt(guestListenPath(guestDir, 52001));
+    const guestPath = await vm.exposeHostPort(52000);
+    const open = await dial(guestPath);
+    await waitFor('host accept', () => host.peers.length === 1);
+
+    vm.txStall(true);
+    open.socket.write('stuck');
+    const late = await dial(guestPath);
+    const asked = await connectLine(udsPath, 52001);
+    await waitFor('EOF for the host CONNECT', () => asked.gone);
+    expect(asked.text).toBe('');
+    expect(guestListener.peers.length).toBe(1); // the guest did accept
+    await waitFor('the guest connect timed out', () => late.gone, { timeoutMs: 5000 });
+    expect(host.peers).toHaveLength(1); // Firecracker never dialled <uds_path>_52000
+    expect(host.peers[0]!.text).toBe('');
+    expect(refusals.map((r) => r.reason).sort()).toEqual(['guest-connect-timeout', 'guest-timeout']);
+
+    // A Firecracker with the fix (1.16.1): the bytes held in the guest socket arrive.
+    vm.txStall(false);
+    await waitFor('held guest bytes delivered', () => host.peers[0]!.text === 'stuck');
+    const again = await dial(guestPath);
+    await waitFor('guest connects again', () => host.peers.length === 2);
+    again.socket.write('ok');
+    await waitFor('bytes on the new connection', () => host.peers[1]!.text === 'ok');
+  });
+
+  it('connectEof: CONNECT answered by EOF although the guest listens', async () => {
+    const { vm, udsPath, guestDir, refusals } = await startVm();
+    const guestListener = await listenAt(guestListenPath(guestDir, 52001), { echo: true });
+    vm.connectEof(true);
+    await expectClosedSilently(await connectLine(udsPath, 52001));
+    expect(guestListener.peers).toHaveLength(0);
+    expect(refusals).toEqual([{ initiator: 'host', port: 52001, reason: 'guest-reset' }]);
+    vm.connectEof(false);
+    await hostConnect(udsPath, 'CONNECT 52001\n');
+  });
+
+  it(`enforces the default limit of ${FC_MAX_CONNECTIONS} connections, and recovers when they go`, async () => {
+    const { vm, udsPath, refusals } = await startVm();
+    const host = await listenAt(hostPortPath(udsPath, 52000));
+    const guestPath = await vm.exposeHostPort(52000);
+    const hogs: Peer[] = [];
+    for (let i = 0; i < FC_MAX_CONNECTIONS; i++) hogs.push(await dial(guestPath));
+    await waitFor('all live', () => vm.stats().live === FC_MAX_CONNECTIONS && host.peers.length === FC_MAX_CONNECTIONS, {
+      timeoutMs: 20_000,
+    });
+    await expectClosedSilently(await dial(guestPath));
+    await expectClosedSilently(await connectLine(udsPath, 52001));
+    expect(refusals.map((r) => r.reason)).toEqual(['connection-limit', 'connection-limit']);
+    for (const h of hogs) h.socket.destroy();
+    for (const p of host.peers) p.socket.destroy();
+    await waitFor('all gone', () => vm.stats().live === 0, { timeoutMs: 20_000 });
+    const after = await dial(guestPath);
+    after.socket.write('room');
+    await waitFor('a connection after the limit', () => host.peers.some((p) => p.text === 'room'));
+  }, 60_000);
+});
+
 describe('lifecycle', () => {
   it('refuses to bind over an existing uds_path, and never removes a file it did not create', async () => {
     const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'fc-'));

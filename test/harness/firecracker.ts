@@ -16,6 +16,16 @@
 //     the guest program (or the test) listens there, never the emulator.
 // Known gap: by default an EOF is forwarded as a half-close, which real Firecracker does not do;
 // pass `halfClose: 'firecracker'` for its shutdown semantics (see FirecrackerVsockOptions).
+//
+// Fault models of Firecracker vsock bugs met in the field (E2B pins 1.10–1.14, and newer
+// releases brought bugs of their own); each method says what it reproduces and its source:
+//   reset({ holdRx })   1.16 (#5882): RX to the guest held until the guest acks the reset;
+//   bareResume()        #6100: after a bare pause/resume, host-initiated CONNECTs hang forever;
+//   txStall(on)         #5958/#5969: after a restore with a TX descriptor in flight, nothing
+//                       the guest sends reaches the host;
+//   connectEof(on)      every CONNECT answered by EOF (the guest answers RST: #5688's port
+//                       collisions after a restore, a listener that is gone);
+//   the connection limit (maxConnections, FC_MAX_CONNECTIONS) is enforced at all times.
 
 import { EventEmitter } from 'node:events';
 import { promises as fsp } from 'node:fs';
@@ -35,6 +45,12 @@ export const FC_CONN_SHUTDOWN_TIMEOUT_MS = 2000;
  * short deadline rather than depending on how the kernel happens to coalesce writes.
  */
 export const CONNECT_LINE_TIMEOUT_MS = 100;
+/**
+ * Linux `vsock_connect`'s default `connect_timeout` (VSOCK_DEFAULT_CONNECT_TIMEOUT, 2 s): how
+ * long a guest's connect waits for Firecracker's RESPONSE before it fails with ETIMEDOUT. Used
+ * by txStall(), where the guest's REQUEST never reaches Firecracker.
+ */
+export const GUEST_CONNECT_TIMEOUT_MS = 2000;
 
 /** muxer.rs `read_local_stream_port`: the command buffer is 32 bytes. */
 const CONNECT_LINE_MAX = 32;
@@ -147,6 +163,10 @@ export type RefusalReason =
   | 'no-guest-listener'
   /** host-initiated: the guest did not answer within connRequestTimeoutMs. */
   | 'guest-timeout'
+  /** host-initiated: the guest answered RST although it listens (the connectEof fault). */
+  | 'guest-reset'
+  /** guest-initiated: the guest's REQUEST never reached Firecracker and its connect timed out (txStall). */
+  | 'guest-connect-timeout'
   /** the initiating side went away while the connection was being set up. */
   | 'aborted';
 
@@ -178,6 +198,8 @@ const otherSide = (side: Side): Side => (side === 'host' ? 'guest' : 'host');
 
 interface SpliceOwner {
   readonly blackholed: boolean;
+  /** Reads from this side are held (left in its socket buffer) for now: see holdRx / txStall. */
+  holds(side: Side): boolean;
   readonly halfClose: 'preserve' | 'firecracker';
   /** The splice left the live set. `aborted`: its initiator went away during setup. */
   spliceDone(splice: Splice, aborted: boolean): void;
@@ -198,6 +220,8 @@ class Splice {
   private early: Buffer | null = null;
   /** 'firecracker' half-close mode: the connection is draining towards its end. */
   private closing = false;
+  /** This side is paused until the other side's socket drains (backpressure). */
+  private readonly draining: Record<Side, boolean> = { host: false, guest: false };
   /** While pending: the peer socket being dialled. */
   dialing: net.Socket | null = null;
   /** Setup deadline while pending; drain deadline while closing. */
@@ -235,9 +259,18 @@ class Splice {
       this.early = null;
       this.forward('host', bytes);
     }
+    for (const side of ['host', 'guest'] as const) if (this.earlyEnd[side]) this.forwardEnd(side);
+    this.applyHolds();
+  }
+
+  /** Pauses the sides whose reads the owner holds, resumes the others (once open). */
+  applyHolds(): void {
+    if (this.state !== 'open') return;
     for (const side of ['host', 'guest'] as const) {
-      if (this.earlyEnd[side]) this.forwardEnd(side);
-      this.sockets[side]?.resume();
+      const socket = this.sockets[side];
+      if (!socket) continue;
+      if (this.owner.holds(side)) socket.pause();
+      else if (!this.draining[side]) socket.resume();
     }
   }
 
@@ -279,8 +312,10 @@ class Splice {
     if (!dst || dst.destroyed || dst.writableEnded) return;
     if (!dst.write(chunk) && src) {
       src.pause();
+      this.draining[from] = true;
       dst.once('drain', () => {
-        if (this.state === 'open') src.resume();
+        this.draining[from] = false;
+        this.applyHolds();
       });
     }
   }
@@ -387,6 +422,20 @@ export class FirecrackerVsock extends EventEmitter<FirecrackerVsockEvents> imple
   private readonly localPorts = new Set<number>();
 
   private blackholeOn = false;
+  /**
+   * Firecracker's `pending_event_ack` RX gate. 'all': after a 1.16 transport reset, nothing
+   * goes to the guest until it acks (host-initiated requests wait, host→guest bytes stay in
+   * the host stream). 'requests': the gate #6100 arms on a bare resume, with no reset for the
+   * guest to ack: only host-initiated connection requests are held (guest-initiated
+   * connections keep working, as the PR says).
+   */
+  private rxGate: 'all' | 'requests' | null = null;
+  /** Host-initiated connections whose REQUEST waits behind the RX gate, with how to send it. */
+  private readonly heldRequests = new Map<Splice, () => void>();
+  private txStalled = false;
+  /** Guest connects the emulator swallowed while TX is stalled (txStall), until their timeout. */
+  private readonly stalledGuests = new Set<net.Socket>();
+  private connectEofOn = false;
   private started = false;
   private closing: Promise<void> | null = null;
   private readonly counters = { guestInitiated: 0, hostInitiated: 0, refused: 0 };
@@ -468,8 +517,67 @@ export class FirecrackerVsock extends EventEmitter<FirecrackerVsockEvents> imple
    * guest's own listen_P sockets. Host streams still sending their CONNECT line are not
    * connections yet and are left alone.
    */
-  reset(): void {
+  reset(opts: { holdRx?: boolean } = {}): void {
     for (const splice of [...this.conns]) splice.kill();
+    if (opts.holdRx) this.rxGate = 'all';
+  }
+
+  /**
+   * The guest acknowledged the TRANSPORT_RESET (its driver's `handle_evq_event`): the RX gate
+   * opens, held connection requests go to the guest, held bytes flow. This also clears the
+   * gate bareResume() armed: a later snapshot publishes a real reset, which the guest acks.
+   */
+  ackTransportReset(): void {
+    this.rxGate = null;
+    for (const splice of this.conns) splice.applyHolds();
+    const held = [...this.heldRequests.values()];
+    this.heldRequests.clear();
+    for (const send of held) send();
+  }
+
+  /**
+   * Fault, firecracker#6100 (unreleased fix; 1.16.x): `PATCH /vm Paused` then `Resumed`, no
+   * snapshot. resume_vm kicks the device, and kick() arms the TRANSPORT_RESET RX gate with
+   * no reset event for the guest to ack: from now on every new host-initiated connection
+   * hangs forever. Its `CONNECT` is read, but the REQUEST never reaches the guest, so no `OK`
+   * comes, no EOF, and not even CONN_REQUEST_TIMEOUT_MS fires (Firecracker applies it only
+   * reactively, #5688). Guest-initiated and established connections keep working.
+   * ackTransportReset() (after a later snapshot's reset) clears it.
+   */
+  bareResume(): void {
+    if (this.rxGate === null) this.rxGate = 'requests';
+  }
+
+  /**
+   * Fault, firecracker#5958 / #5969 (v1.16.0, fixed in 1.16.1): a snapshot taken while a TX
+   * descriptor was available but unconsumed. With EVENT_IDX the restored guest thinks it has
+   * already notified the host and never kicks the TX queue again, so nothing the guest sends
+   * reaches Firecracker:
+   *   - a guest connect's REQUEST is never seen: no connect to `<uds_path>_<port>`, and the
+   *     guest's connect times out (GUEST_CONNECT_TIMEOUT_MS, then the guest socket closes);
+   *   - a host CONNECT reaches the guest, which accepts, but its RESPONSE rots in the TX
+   *     queue: no `OK`, and the request is killed after CONN_REQUEST_TIMEOUT_MS (EOF);
+   *   - bytes the guest writes on open connections stay in its socket.
+   * Call it with `true` after reset() (the restore); `false` is a Firecracker with the fix.
+   */
+  txStall(on: boolean): void {
+    this.txStalled = on;
+    for (const splice of this.conns) splice.applyHolds();
+  }
+
+  /**
+   * Fault: every `CONNECT <port>` is answered by EOF without `OK`, whether or not the guest
+   * listens: what the host sees when the guest answers RST (docs/vsock.md "If no one is
+   * listening, Firecracker will terminate the host connection"; after a restore, a REQUEST
+   * that collides with a connection the guest still has, #5688).
+   */
+  connectEof(on: boolean): void {
+    this.connectEofOn = on;
+  }
+
+  /** SpliceOwner: host→guest reads wait behind the RX gate; guest→host reads behind a TX stall. */
+  holds(side: Side): boolean {
+    return side === 'host' ? this.rxGate === 'all' : this.txStalled;
   }
 
   /**
@@ -518,6 +626,7 @@ export class FirecrackerVsock extends EventEmitter<FirecrackerVsockEvents> imple
     this.reset();
     for (const drop of [...this.handshakes.values()]) drop();
     for (const socket of this.strays) socket.destroy();
+    for (const socket of this.stalledGuests) socket.destroy();
     const servers = [...this.guestServers.values()].map(async ({ server, ready }) => {
       await ready.catch(() => undefined);
       await closeServer(server);
@@ -532,6 +641,7 @@ export class FirecrackerVsock extends EventEmitter<FirecrackerVsockEvents> imple
   /** SpliceOwner: a connection left `conn_map` (muxer.rs `remove_connection` frees its local port). */
   spliceDone(splice: Splice, aborted: boolean): void {
     if (!this.conns.delete(splice)) return;
+    this.heldRequests.delete(splice);
     if (splice.info.localPort !== undefined) this.localPorts.delete(splice.info.localPort);
     if (aborted) this.refuse(splice.info.initiator, splice.info.port, 'aborted');
     this.emit('closed', splice.info);
@@ -583,6 +693,18 @@ export class FirecrackerVsock extends EventEmitter<FirecrackerVsockEvents> imple
       return;
     }
     const hostPath = hostPortPath(this.currentUdsPath, port);
+
+    if (this.txStalled) {
+      // txStall: the REQUEST never reaches Firecracker; the guest's connect times out.
+      this.stalledGuests.add(guest);
+      const timer = setTimeout(() => guest.destroy(), GUEST_CONNECT_TIMEOUT_MS);
+      guest.once('close', () => {
+        clearTimeout(timer);
+        this.stalledGuests.delete(guest);
+        this.refuse('guest', port, 'guest-connect-timeout');
+      });
+      return;
+    }
 
     if (this.conns.size >= this.maxConnections) {
       // Firecracker connects to <uds_path>_<port> first and only then fails `add_connection`
@@ -716,12 +838,28 @@ export class FirecrackerVsock extends EventEmitter<FirecrackerVsockEvents> imple
       this.refuse('host', port, 'connection-limit');
       return;
     }
+    if (this.connectEofOn) {
+      // connectEof: the guest answers RST; the muxer drops the stream, the host reads EOF.
+      host.destroy();
+      this.refuse('host', port, 'guest-reset');
+      return;
+    }
     const localPort = this.allocateLocalPort();
     const splice = new Splice(this, { initiator: 'host', port, localPort });
     this.conns.add(splice);
     splice.attach('host', host);
     splice.addEarlyBytes(rest);
+    if (this.rxGate !== null) {
+      // Behind the RX gate: the REQUEST waits in the muxer, with no timeout running.
+      this.heldRequests.set(splice, () => this.requestGuest(splice, host, port, localPort));
+      return;
+    }
+    this.requestGuest(splice, host, port, localPort);
+  }
 
+  /** Sends the guest VSOCK_OP_REQUEST for a host-initiated connection and waits for its answer. */
+  private requestGuest(splice: Splice, host: net.Socket, port: number, localPort: number): void {
+    if (splice.state !== 'pending') return;
     // "Accept" is the Unix connect completing, i.e. the connection is queued on the guest
     // listener: the moment a Linux guest's vsock transport answers RESPONSE.
     const guest = net.connect({ path: this.guestListenPath(port), allowHalfOpen: true });
@@ -744,6 +882,9 @@ export class FirecrackerVsock extends EventEmitter<FirecrackerVsockEvents> imple
         guest.destroy();
         return;
       }
+      // txStall: the guest accepted, but its RESPONSE never leaves the TX queue: no OK, and
+      // the request timer kills the connection (the host reads EOF).
+      if (this.txStalled) return;
       // Guest RESPONSE: "OK <local_port>\n" in one write (muxer.rs `apply_conn_mutation`), then
       // the stream carries raw bytes.
       host.write(`OK ${localPort}\n`);

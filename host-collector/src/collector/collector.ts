@@ -16,7 +16,7 @@ import { DumpAnalyzer } from './dump-analyzer.js';
 import { DumpService, type OnStuck } from './dump-service.js';
 import type { Logger } from './logger.js';
 import { Registry } from './registry.js';
-import { Store, type Retention } from './store.js';
+import { Store, WRITE_RETRY_MS, type Retention } from './store.js';
 
 export interface CollectorOptions {
   http: string;
@@ -97,7 +97,14 @@ export class Collector {
     if (!isLoopbackName(host) && !opts.token) {
       throw new Error(`refusing to serve the API on non-loopback ${host} without --token`);
     }
-    this.store = new Store(opts.dataDir, opts.retention);
+    this.store = new Store(opts.dataDir, opts.retention, (err) => {
+      if (err) {
+        log.error(
+          { err: err.message, code: (err as { code?: string }).code },
+          `the store cannot write (${err.message}): probe connections are refused and nothing is acked until a write succeeds; retrying every ${WRITE_RETRY_MS / 1000} s`,
+        );
+      } else log.warn('the store can write again: probe connections are accepted');
+    });
     this.registry = new Registry(
       this.store,
       {

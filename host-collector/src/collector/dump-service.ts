@@ -1,8 +1,9 @@
 // Taking, parsing and keeping dumps. A dump goes over the probe's own session when it is
 // up, else through the probe's command port (Firecracker's host-initiated CONNECT), on a
-// fresh connection. Either way the answer must come from the sandbox's current generation:
-// an answer that straddles a restore is thrown away and the dump taken again, once (and so
-// is one whose session was replaced by a reconnect: the new session can answer).
+// fresh connection, with a dial deadline; a command port out of reach falls back to the
+// session once the probe is back. Either way the answer must come from the sandbox's current
+// generation: an answer that straddles a restore is thrown away and the dump taken again,
+// once (and so is one whose session was replaced by a reconnect: the new session can answer).
 //
 // Automatic dumps: on entering `stuck`, a goroutine dump that does not harm the target (read
 // from its memory, or its pprof page); a threads dump when that fails (not a Go target, no
@@ -31,6 +32,12 @@ export type OnStuck = 'threads' | 'quit';
 
 /** How long a dump whose session died waits for the probe to reconnect. */
 const RECONNECT_WAIT_MS = 3000;
+
+/** How long a dump whose command port is out of reach (a CONNECT hung past DIAL_DEADLINE_MS,
+ *  answered by EOF, or refused at the connection limit) waits for the probe's session: a
+ *  probe reconnects within its backoff cap (2 s) of the link coming back, and notices a dead
+ *  link within its idle timeout (5 s). */
+export const SESSION_FALLBACK_WAIT_MS = 6000;
 
 /** At most AUTO_DUMP_SETS automatic dump sets per sandbox in any AUTO_DUMP_WINDOW_MS, however
  *  many stuck episodes (reconnects, restarts of the target) fall in it. */
@@ -158,7 +165,21 @@ export class DumpService {
       }
     }
     const expected = sb.intake.probe;
-    const a = await requestViaCommandPort(sb.udsPath, this.opts.probePort, command, timeout);
+    let a: Awaited<ReturnType<typeof requestViaCommandPort>>;
+    try {
+      a = await requestViaCommandPort(sb.udsPath, this.opts.probePort, command, timeout);
+    } catch (err) {
+      // A sandbox that never had a probe has no session to wait for.
+      if (!(err instanceof RequestError) || err.code !== 'UNREACHABLE' || !expected) throw err;
+      // The command port is out of reach, but the probe's own session may be back soon (the
+      // link of a restored VM comes back while its host-initiated path stays hung): ask there.
+      this.log.info({ sandbox: sb.id, err: err.message }, 'command port unreachable; waiting for the session');
+      const session = (await sb.waitForSession(SESSION_FALLBACK_WAIT_MS)) ? sb.intake.session : null;
+      if (!session) {
+        throw new RequestError('UNREACHABLE', `${err.message}; no session either within ${SESSION_FALLBACK_WAIT_MS / 1000} s`);
+      }
+      return { answer: await session.request(command, timeout, MAX_DUMP_BYTES), via: 'session, after the command port failed' };
+    }
     // Same memory as the session we know, or we cannot tell which VM answered.
     if (expected && (a.hello.instanceId !== expected.instanceId || a.hello.generation < expected.generation)) {
       throw new DumpError(

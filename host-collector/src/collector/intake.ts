@@ -10,6 +10,7 @@
 import type net from 'node:net';
 import {
   PROTOCOL_ERROR_CODES,
+  ProtocolError,
   applyEvent,
   type EventOf,
   type Hello,
@@ -209,7 +210,15 @@ export class Intake implements SessionHost, IntakeView {
    *  the pending limit, or over the frame budget (each connection costs a frame, so dialling
    *  in a loop is rate-limited like sending is). */
   accept(socket: net.Socket): void {
-    if (this.closed || Date.now() < this.cooldownUntil || this.pending.size >= MAX_PENDING || !this.budget.spendFrame()) {
+    // While the store cannot write, a probe keeps its events in its ring: refusing it is the
+    // back-pressure (it retries with its backoff), not taking what cannot be stored.
+    if (
+      this.closed ||
+      this.store.writeError !== null ||
+      Date.now() < this.cooldownUntil ||
+      this.pending.size >= MAX_PENDING ||
+      !this.budget.spendFrame()
+    ) {
       this.count.refused++;
       socket.destroy();
       return;
@@ -287,6 +296,8 @@ export class Intake implements SessionHost, IntakeView {
   // ---- SessionHost: called by the session ----
 
   onHello(session: Session, hello: Hello): number {
+    const writeError = this.store.writeError;
+    if (writeError) throw new ProtocolError('ERR_STORE', `the store cannot write: ${writeError.message}`);
     this.pending.delete(session);
     if (this.live && this.live !== session) this.live.close('superseded by a new connection', null);
     this.live = session;

@@ -21,6 +21,15 @@ import { RequestError, Requests, type Answer, type ProbeCommand } from './reques
 /** Firecracker's reply line is short: "OK 1073741824\n". */
 const MAX_REPLY_LINE = 32;
 
+/**
+ * How long the handshake may take: connect, `OK <n>` and the probe's hello. A working
+ * Firecracker answers a CONNECT with OK or EOF within its CONN_REQUEST_TIMEOUT_MS (2 s); one
+ * that says nothing past that is hung and will stay so (after a bare pause/resume every
+ * host-initiated connection hangs forever, firecracker#6100), so the dump service gives up
+ * on the command port then, not at the dump's own time limit, and asks the session instead.
+ */
+export const DIAL_DEADLINE_MS = 3000;
+
 /** The probe's hello first, then what answers a command. */
 const ADMITS = { 'awaiting-hello': ['hello'], open: ['dump.chunk', 'result'] } as const;
 
@@ -35,12 +44,23 @@ export async function requestViaCommandPort(
   port: number,
   command: ProbeCommand,
   timeoutMs: number,
+  dialDeadlineMs = DIAL_DEADLINE_MS,
 ): Promise<CommandPortAnswer> {
   const socket = net.connect({ path: udsPath });
   const requests = new Requests();
   const deadline = setTimeout(
     () => socket.destroy(new RequestError('TIMEOUT', `command port did not answer within ${timeoutMs} ms`)),
     timeoutMs,
+  );
+  const handshakeDeadline = setTimeout(
+    () =>
+      socket.destroy(
+        new RequestError(
+          'UNREACHABLE',
+          `no answer to CONNECT ${port} within ${dialDeadlineMs} ms (Firecracker's host-initiated path is hung)`,
+        ),
+      ),
+    Math.min(dialDeadlineMs, timeoutMs),
   );
   try {
     return await new Promise<CommandPortAnswer>((resolve, reject) => {
@@ -59,6 +79,7 @@ export async function requestViaCommandPort(
           admits: ADMITS,
           onMessage: (m) => {
             if (m.type === 'hello') {
+              clearTimeout(handshakeDeadline);
               // It said who it is: full-size frames (dump chunks) from here on.
               connection.open();
               const { id, answer } = requests.start(timeoutMs);
@@ -112,6 +133,7 @@ export async function requestViaCommandPort(
     });
   } finally {
     clearTimeout(deadline);
+    clearTimeout(handshakeDeadline);
     socket.destroy();
   }
 }

@@ -4,6 +4,12 @@
 // survives a collector crash. (synchronous=NORMAL: durable against a crash of this
 // process; a host power loss may lose the last commits, but then the VMs are gone too.)
 //
+// A write that fails for want of space or an I/O error (a full disk) does not fail the
+// events: they stay queued, unacked, and the store retries every WRITE_RETRY_MS; meanwhile
+// `writeError` is set, new events are refused at once (the intake refuses connections), so
+// ingest is held back in the probes' rings rather than in this process's memory, and a
+// session's close is kept to be written once a write succeeds.
+//
 // Retention (Retention, DEFAULT_RETENTION): the commit that takes a sandbox past a bound also
 // prunes its oldest events, by count and by bytes, probe and collector events apart: a guest's
 // flood costs its own history first, and never the collector's record of what it did.
@@ -110,6 +116,18 @@ export type StoredDumpBlob = StoredDump & { gz: Buffer };
 /** How long writes wait to be committed together (acks wait for the commit). */
 export const GROUP_COMMIT_MS = 5;
 
+/** How often a store whose writes fail for want of space (or an I/O error) tries again. */
+export const WRITE_RETRY_MS = 1000;
+
+/** Collector events (no callback) kept queued while writes fail; beyond it they are dropped, counted. */
+const MAX_QUEUED_WHILE_FAILING = 10_000;
+
+/** SQLite's word for storage that cannot take a write now but may later: a full disk, an I/O error. */
+function isStorageError(err: unknown): err is Error {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code === 'SQLITE_FULL' || code.startsWith('SQLITE_IOERR'));
+}
+
 /**
  * Dumps kept per sandbox, counted apart by trigger: automatic dumps (which a guest can bring
  * about, by hanging and reconnecting) never push out the ones an operator asked for.
@@ -197,8 +215,21 @@ export class Store {
   /** Mirrors the event_usage table (which keeps it across restarts), updated in the same commits. */
   private usage = new Map<string, Usage>();
   private totalBytes = 0;
+  /** Set while writes fail for want of space: see writeError. */
+  private failing: Error | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  /** Writes that are not events (a session's close), kept while writes fail. */
+  private deferred: Array<() => void> = [];
+  private queuedRows = 0;
+  /** Collector events dropped because writes failed for too long (MAX_QUEUED_WHILE_FAILING). */
+  droppedWhileFailing = 0;
 
-  constructor(dataDir: string, retention: Partial<Retention> = {}) {
+  constructor(
+    dataDir: string,
+    retention: Partial<Retention> = {},
+    /** Told when writes start failing (with the error) and when they work again (null). */
+    private readonly onWriteState: (error: Error | null) => void = () => undefined,
+  ) {
     this.retention = { ...DEFAULT_RETENTION, ...retention };
     // The history holds guest output and dumps of every sandbox: the collector's user alone
     // may read it (a folder made here is 0700; the database and its WAL files are 0600).
@@ -618,26 +649,52 @@ export class Store {
   /** Records a new session, and the new generation it opens if it does, in one commit. */
   openSession(s: SessionRecord, opens?: GenerationRecord): void {
     this.flush();
-    this.db.transaction(() => {
-      if (opens) this.stmt.insertGeneration.run(generationRow(s.sandboxId, opens));
-      this.stmt.openSession.run(s);
-      this.stmt.setSession.run(s.session, s.generation, s.sandboxId);
-    })();
+    if (this.failing) throw this.failing;
+    try {
+      this.db.transaction(() => {
+        if (opens) this.stmt.insertGeneration.run(generationRow(s.sandboxId, opens));
+        this.stmt.openSession.run(s);
+        this.stmt.setSession.run(s.session, s.generation, s.sandboxId);
+      })();
+    } catch (err) {
+      if (isStorageError(err)) this.fail(err);
+      throw err;
+    }
   }
 
   /** A generation that begins inside a session (a vmgenid event), or where one begins moved. */
   saveGeneration(sandboxId: string, g: GenerationRecord): void {
     // Queued events before the cut are committed first, under the generation they had.
     this.flush();
-    this.db.transaction(() => {
-      this.stmt.insertGeneration.run(generationRow(sandboxId, g));
-      this.stmt.setGeneration.run(g.generation, sandboxId);
-    })();
+    if (this.failing) throw this.failing;
+    try {
+      this.db.transaction(() => {
+        this.stmt.insertGeneration.run(generationRow(sandboxId, g));
+        this.stmt.setGeneration.run(g.generation, sandboxId);
+      })();
+    } catch (err) {
+      if (isStorageError(err)) this.fail(err);
+      throw err;
+    }
   }
 
-  /** Ends a session, with the last the collector heard of the guest's clocks on it. */
+  /** Ends a session, with the last the collector heard of the guest's clocks on it. Never
+   *  throws for want of space: the close is then written once a write succeeds. */
   closeSession(sandboxId: string, session: number, reason: string, last: Omit<LastContact, 'instanceId' | 'bootId'> = NO_CLOCKS): void {
-    this.stmt.closeSession.run(Date.now(), reason.slice(0, 500), last.bootOffsetMs, last.skewMs, last.guestMs, sandboxId, session);
+    const closedMs = Date.now();
+    const write = () =>
+      this.stmt.closeSession.run(closedMs, reason.slice(0, 500), last.bootOffsetMs, last.skewMs, last.guestMs, sandboxId, session);
+    if (this.failing) {
+      this.deferred.push(write);
+      return;
+    }
+    try {
+      write();
+    } catch (err) {
+      if (!isStorageError(err)) throw err;
+      this.deferred.push(write);
+      this.fail(err);
+    }
   }
 
   /** What the sandbox's intake starts from: its numbers, generations and last session. */
@@ -653,6 +710,12 @@ export class Store {
   /** The orchestrator's pending lifecycle hint, kept across a collector restart. */
   saveLifecycle(sandboxId: string, json: string | null): void {
     this.stmt.setLifecycle.run(json, sandboxId);
+  }
+
+  /** Why writes fail now (a full disk, an I/O error), or null when they work. While set, new
+   *  events are refused, nothing more is acked, and the store retries every WRITE_RETRY_MS. */
+  get writeError(): Error | null {
+    return this.failing;
   }
 
   sessions(sandboxId: string): unknown[] {
@@ -677,6 +740,15 @@ export class Store {
    * stored (capEventData): whoever else holds the rows (the live stream) shows the same.
    */
   append(rows: EventRecord[], done?: (err: Error | null) => void): void {
+    if (this.failing) {
+      // A writer that waits for the commit is told at once, so its probe keeps the events.
+      const error = this.failing;
+      if (done) return void setImmediate(() => done(error));
+      if (this.queuedRows + rows.length > MAX_QUEUED_WHILE_FAILING) {
+        this.droppedWhileFailing += rows.length;
+        return;
+      }
+    }
     const json: string[] = [];
     const bytes: number[] = [];
     for (const r of rows) {
@@ -686,7 +758,8 @@ export class Store {
       bytes.push(capped.bytes);
     }
     this.queue.push({ rows, json, bytes, ...(done ? { done } : {}) });
-    if (!this.flushScheduled) {
+    this.queuedRows += rows.length;
+    if (!this.flushScheduled && !this.failing) {
       this.flushScheduled = true;
       // Group commit: everything queued within a few ms goes in one transaction (one commit
       // per batch would be most of the collector's work with thousands of sessions).
@@ -694,21 +767,67 @@ export class Store {
     }
   }
 
-  /** Commits everything queued now. */
+  /** Commits everything queued now (unless writes are failing: the retry owns the queue then). */
   flush(): void {
     this.flushScheduled = false;
-    if (this.queue.length === 0) return;
+    if (!this.failing) this.commitQueue();
+  }
+
+  /** Commits the queue. False when a storage error kept it queued (its acks wait) and
+   *  started the retries; any other error fails the batch's writers. */
+  private commitQueue(): boolean {
+    if (this.queue.length === 0) return true;
     const batch = this.queue;
     this.queue = [];
     let error: Error | null = null;
     try {
       this.commitBatch(batch);
     } catch (err) {
-      error = err as Error;
       // Rolled back: so is the usage the commit had counted.
       this.loadUsage();
+      if (isStorageError(err)) {
+        this.queue = batch.concat(this.queue);
+        this.fail(err);
+        return false;
+      }
+      error = err as Error;
     }
+    this.queuedRows -= batch.reduce((n, p) => n + p.rows.length, 0);
     for (const p of batch) p.done?.(error);
+    return true;
+  }
+
+  private fail(err: Error): void {
+    if (!this.failing) {
+      this.failing = err;
+      this.onWriteState(err);
+    }
+    this.retryTimer ??= setTimeout(() => this.retry(), WRITE_RETRY_MS);
+  }
+
+  /** Tries the writes again: the queued events first, then what was deferred. */
+  private retry(): void {
+    this.retryTimer = null;
+    if (this.queue.length === 0 && this.deferred.length === 0) {
+      try {
+        // Nothing waits: any write that touches a page says whether there is room again.
+        this.db.exec('UPDATE sandboxes SET generation = generation');
+      } catch (err) {
+        if (isStorageError(err)) return this.fail(err);
+      }
+    }
+    if (!this.commitQueue()) return;
+    while (this.deferred.length > 0) {
+      try {
+        this.deferred[0]!();
+      } catch (err) {
+        if (isStorageError(err)) return this.fail(err);
+        // Not a space problem: this write will never work; the others may.
+      }
+      this.deferred.shift();
+    }
+    this.failing = null;
+    this.onWriteState(null);
   }
 
   events(sandboxId: string, q: EventQuery): EventPage {
@@ -800,6 +919,8 @@ export class Store {
   }
 
   close(): void {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
     this.flush();
     this.db.close();
   }
