@@ -87,8 +87,8 @@ export class SandboxHistory implements HistoryView {
     private readonly store: Store,
     /** The sandbox's generation now: collector events are filed under it. */
     private readonly generation: () => number,
-    /** Rows just queued for the store, for the live stream. */
-    private readonly recorded: (rows: EventRecord[]) => void,
+    /** Rows just committed to the store, for the live stream. */
+    private readonly recorded: (rows: EventRecord[], ids: readonly number[]) => void,
   ) {}
 
   get threads(): readonly ThreadSample[] {
@@ -130,8 +130,9 @@ export class SandboxHistory implements HistoryView {
       tHost: Date.now(),
       data,
     };
-    this.store.append([row]);
-    this.recorded([row]);
+    this.store.append([row], (err, ids) => {
+      if (!err) this.recorded([row], ids);
+    });
   }
 
   /** A hello's clocks: the skew until the next system sample. */

@@ -63,7 +63,8 @@ export interface IntakeHooks {
   /** Something the verdict reads changed: decide again. */
   reconsider(): void;
   /** Probe events were queued for the store (after the verdict has seen them). */
-  recorded(rows: EventRecord[]): void;
+  /** Rows just committed, with the ids they were stored under. */
+  recorded(rows: EventRecord[], ids: readonly number[]): void;
   /** A hello opened generation `generation`. */
   connected(generation: number): void;
 }
@@ -221,9 +222,12 @@ export class Intake implements SessionHost, IntakeView {
     }
     this.count.events += events.length;
     this.merged = status;
-    this.store.append(rows, done);
+    this.store.append(rows, (err, ids) => {
+      done(err);
+      // Followers see what is stored, under the ids the history lists it by.
+      if (!err) this.hooks.recorded(rows, ids);
+    });
     this.hooks.reconsider();
-    this.hooks.recorded(rows);
   }
 
   onGap(session: Session, from: number, to: number): void {

@@ -45,7 +45,8 @@ export interface SandboxEvents {
   /** The verdict was decided again: a summary may read differently. */
   changed: [];
   /** Rows were queued for the store (the probe's events, or the collector's). */
-  recorded: [rows: EventRecord[]];
+  /** Rows just committed to the store, with their ids. */
+  recorded: [rows: EventRecord[], ids: readonly number[]];
   /** A probe said hello, opening this generation. */
   connected: [generation: number];
   /** The sandbox was unregistered. */
@@ -77,11 +78,11 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
       id,
       store,
       () => this.link.generation,
-      (rows) => this.emit('recorded', rows),
+      (rows, ids) => this.emit('recorded', rows, ids),
     );
     this.link = new Intake(id, generation, store, this.kept, settings.budget, log, {
       reconsider: () => this.verdict.evaluate(),
-      recorded: (rows) => this.emit('recorded', rows),
+      recorded: (rows, ids) => this.emit('recorded', rows, ids),
       connected: (gen) => this.emit('connected', gen),
     });
     this.verdict = new VerdictClock(

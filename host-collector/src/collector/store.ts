@@ -154,8 +154,13 @@ interface Pending {
   /** Each row's data as stored (JSON), made when queued, and its size in bytes. */
   json: string[];
   bytes: number[];
-  done?: (err: Error | null) => void;
+  /** The ids the rows were stored under, filled in by the commit. */
+  ids: number[];
+  done?: AppendDone;
 }
+
+/** Runs once the rows are committed, with the ids they were stored under (or the commit failed). */
+export type AppendDone = (err: Error | null, ids: readonly number[]) => void;
 
 export class Store {
   private readonly db: Database.Database;
@@ -325,7 +330,9 @@ export class Store {
       for (const p of batch) {
         for (let i = 0; i < p.rows.length; i++) {
           const r = p.rows[i]!;
-          insert.run(r.sandboxId, r.generation, r.seq, r.kind, r.tGuest, r.tHost, p.json[i]!, p.bytes[i]!);
+          p.ids.push(
+            Number(insert.run(r.sandboxId, r.generation, r.seq, r.kind, r.tGuest, r.tHost, p.json[i]!, p.bytes[i]!).lastInsertRowid),
+          );
           this.count(r.sandboxId, r.seq === null ? 'collector' : 'guest', 1, p.bytes[i]! + EVENT_OVERHEAD_BYTES);
           touched.add(r.sandboxId);
         }
@@ -516,7 +523,7 @@ export class Store {
    * data is over MAX_EVENT_DATA_BYTES has it replaced, in place, by the cut copy that is
    * stored (capEventData): whoever else holds the rows (the live stream) shows the same.
    */
-  append(rows: EventRecord[], done?: (err: Error | null) => void): void {
+  append(rows: EventRecord[], done?: AppendDone): void {
     const json: string[] = [];
     const bytes: number[] = [];
     for (const r of rows) {
@@ -525,7 +532,7 @@ export class Store {
       json.push(capped.json);
       bytes.push(capped.bytes);
     }
-    this.queue.push({ rows, json, bytes, ...(done ? { done } : {}) });
+    this.queue.push({ rows, json, bytes, ids: [], ...(done ? { done } : {}) });
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       // Group commit: everything queued within a few ms goes in one transaction (one commit
@@ -545,10 +552,11 @@ export class Store {
       this.commitBatch(batch);
     } catch (err) {
       error = err as Error;
-      // Rolled back: so is the usage the commit had counted.
+      // Rolled back: so is the usage the commit had counted, and the ids are nobody's.
       this.loadUsage();
+      for (const p of batch) p.ids.length = 0;
     }
-    for (const p of batch) p.done?.(error);
+    for (const p of batch) p.done?.(error, p.ids);
   }
 
   events(sandboxId: string, q: EventQuery): EventPage {
