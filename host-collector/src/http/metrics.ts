@@ -5,6 +5,7 @@ import client from 'prom-client';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from '../collector/registry.js';
 import { STATES } from '../catalogue.js';
+import { Text } from './schemas.js';
 
 export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
   const reg = new client.Registry();
@@ -72,5 +73,10 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
   counter('vsockdiag_gaps_total', 'Event ranges the probe reported lost from its ring', 'gaps');
   counter('vsockdiag_connections_refused_total', 'Probe connections refused (cool-down, too many before hello, or over budget)', 'refused');
 
-  app.get('/metrics', async (_req, reply) => reply.type(reg.contentType).send(await reg.metrics()));
+  const text = { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: Text } } };
+  app.get(
+    '/metrics',
+    { schema: { operationId: 'getMetrics', summary: 'Prometheus metrics', response: { 200: text } } },
+    async (_req, reply) => reply.type(reg.contentType).send(await reg.metrics()),
+  );
 }

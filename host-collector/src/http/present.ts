@@ -1,11 +1,15 @@
 // How sandboxes and their dumps look in the API: one place, so the list, the detail, the CLI,
-// the stream and the dashboard (which takes its types from here) all agree.
+// the stream and the dashboard (which takes its types from here) all agree. What they build
+// must match the routes' response schemas (schemas.ts): the routes' types check it, and the
+// API tests validate real answers against docs/openapi.json.
 
-import type { EventOf } from '@vsockdiag/proto';
+import type { DumpMode, DumpSource, EventOf } from '@vsockdiag/proto';
+import type { DumpTrigger } from '../catalogue.js';
 import type { Sandbox } from '../collector/sandbox.js';
-import type { EventRecord, StoredDump, StoredEvent } from '../collector/store.js';
+import type { StoredDump, StoredEvent } from '../collector/store.js';
 import { topGroup, type DumpAnalysis } from '../dumps/analyze.js';
 import type { DumpDiff } from '../dumps/dump-work.js';
+import type { EventJson } from './schemas.js';
 
 export function summary(sb: Sandbox, now = Date.now()) {
   const v = sb.read(now);
@@ -27,9 +31,17 @@ export function summary(sb: Sandbox, now = Date.now()) {
   };
 }
 
-/** An event as the API and the stream show it (the history adds its id). */
-export function eventRecord(e: EventRecord) {
-  return { generation: e.generation, seq: e.seq, kind: e.kind, tGuest: e.tGuest, at: new Date(e.tHost).toISOString(), data: e.data };
+/** A stored event as the history (GET …/events) and the stream show it. */
+export function eventRecord(e: StoredEvent): EventJson {
+  return {
+    id: e.id,
+    generation: e.generation,
+    seq: e.seq,
+    kind: e.kind,
+    tGuest: e.tGuest,
+    at: new Date(e.tHost).toISOString(),
+    data: e.data as EventJson['data'],
+  };
 }
 
 /** A phase marker as the API lists it: what the probe reported, when, in which generation. */
@@ -87,9 +99,10 @@ export function dumpBrief(d: StoredDump) {
     id: d.id,
     sandboxId: d.sandboxId,
     generation: d.generation,
-    mode: d.mode,
-    source: d.source,
-    trigger: d.trigger,
+    // Stored as text, written only from these codes (dump-service.ts).
+    mode: d.mode as DumpMode,
+    source: d.source as DumpSource,
+    trigger: d.trigger as DumpTrigger,
     complete: d.complete,
     error: d.error,
     note: d.note,
