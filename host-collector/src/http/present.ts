@@ -40,7 +40,7 @@ export function eventRecord(e: StoredEvent): EventJson {
     kind: e.kind,
     tGuest: e.tGuest,
     at: new Date(e.tHost).toISOString(),
-    data: e.data as EventJson['data'],
+    data: e.data as Record<string, unknown>,
   };
 }
 

@@ -193,7 +193,11 @@ export const Event = Type.Object(
     kind: Type.String(),
     tGuest: Nullable(Type.Number()),
     at: Iso('host time'),
-    data: Type.Object({}, { ...Open, description: "the kind's fields (docs/codes.md)" }),
+    data: Type.Unsafe<Record<string, unknown>>({
+      type: 'object',
+      additionalProperties: true,
+      description: "the kind's fields (docs/codes.md)",
+    }),
   },
   { title: 'Event' },
 );
