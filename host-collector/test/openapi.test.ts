@@ -98,6 +98,21 @@ describe('docs/openapi.json', () => {
   });
 });
 
+describe("the README's API table", () => {
+  it('lists exactly the routes of the document', () => {
+    const readme = fs.readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('\n## API\n'), readme.indexOf('\n## ', readme.indexOf('\n## API\n') + 1));
+    const listed = [...section.matchAll(/^\| `(GET|PUT|POST|DELETE) (\/[^`\s[?]*)/gm)].map(
+      (m) => `${m[1]} ${m[2]!.replace(/:([A-Za-z]+)/g, '{$1}')}`,
+    );
+    const doc = loadOpenApi().doc;
+    const routes = Object.entries(doc.paths as Record<string, object>).flatMap(([p, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`),
+    );
+    expect(listed.sort()).toEqual(routes.sort());
+  });
+});
+
 describe('real answers match the document', () => {
   // A real worker bundled, three dumps analysed and a diff: generous under a loaded machine.
   it('a sandbox with a probe, its events, dumps, diff, phases, stream and metrics', { timeout: 60_000 }, async () => {
