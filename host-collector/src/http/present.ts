@@ -9,7 +9,9 @@ import type { Sandbox } from '../collector/sandbox.js';
 import type { StoredDump, StoredEvent } from '../collector/store.js';
 import { topGroup, type DumpAnalysis } from '../dumps/analyze.js';
 import type { DumpDiff } from '../dumps/dump-work.js';
-import type { EventJson } from './schemas.js';
+// `satisfies` holds each literal to its answer's schema: a field added here and not there
+// fails to compile, rather than being dropped by the serialiser.
+import type { DumpBriefJson, EventJson, PhaseStatsJson, SandboxDetailJson, SandboxSummaryJson } from './schemas.js';
 
 export function summary(sb: Sandbox, now = Date.now()) {
   const v = sb.read(now);
@@ -28,7 +30,7 @@ export function summary(sb: Sandbox, now = Date.now()) {
       ...(subject !== undefined ? { subject } : {}),
       ...(count !== undefined ? { count } : {}),
     })),
-  };
+  } satisfies SandboxSummaryJson;
 }
 
 /** A stored event as the history (GET …/events) and the stream show it. */
@@ -89,7 +91,7 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     /** Where the newest goroutine dump of the current target found it blocked (also in a stuck reason). */
     blocked: history.blocked && status?.target?.pid === history.blocked.pid ? history.blocked : null,
     counters: intake.counters,
-  };
+  } satisfies SandboxDetailJson;
 }
 
 /** A dump in the list (and as POST answers it): what it is and where it points, no text. */
@@ -114,7 +116,7 @@ export function dumpBrief(d: StoredDump) {
     createdAt: new Date(d.createdMs).toISOString(),
     kind: a?.kind ?? 'unknown',
     top: a ? topGroup(a) : null,
-  };
+  } satisfies DumpBriefJson;
 }
 
 /** One dump: its text, with the parsed structure flattened in (goroutineGroups and creatorGroups, or threads). */
@@ -155,7 +157,7 @@ export function phaseStats(name: string, samplesMs: readonly number[], keep: num
     p90Ms: at(0.9),
     maxMs: sorted[sorted.length - 1]!,
     samplesMs: samplesMs.slice(-keep),
-  };
+  } satisfies PhaseStatsJson;
 }
 
 /** The parsed structure a dump's detail carries, as the analysis it was made from. */

@@ -146,13 +146,17 @@ const RecentDump = Type.Object({
   error: Type.Optional(Type.String()),
 });
 
-const Counters = Type.Object({
-  sessions: Int(),
-  events: Int(),
-  gaps: Int(),
-  protocolErrors: Int(),
-  refused: Int(),
-});
+/** The intake's counters: open, so one added there is not dropped here. */
+const Counters = Type.Object(
+  {
+    sessions: Int(),
+    events: Int(),
+    gaps: Int(),
+    protocolErrors: Int(),
+    refused: Int(),
+  },
+  Open,
+);
 
 /** What the probe reported of itself, its target, listener, health, sockets and system:
  *  the known fields, open for the rest (proto/src/events.ts statusSchema is the full shape). */
@@ -284,6 +288,7 @@ export type SandboxDetailJson = Static<typeof SandboxDetail>;
 export type EventJson = Static<typeof Event>;
 export type DumpBriefJson = Static<typeof DumpBrief>;
 export type DumpDetailJson = Static<typeof DumpDetail>;
+export type PhaseStatsJson = Static<typeof PhaseStats>;
 
 /** Every route may answer an error (its status and code in docs/codes.md). */
 export const ERRORS = { '4xx': ErrorBody, '5xx': ErrorBody } as const;
