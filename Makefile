@@ -7,7 +7,7 @@ export npm_config_nodedir ?= /usr
 
 NODE_GYP := node guest-probe/node_modules/node-gyp/bin/node-gyp.js
 
-.PHONY: install build test demo bench clean typecheck lint addon rootfs-install cross-arm64
+.PHONY: install build test demo bench clean typecheck lint addon rootfs-install cross-arm64 dist
 
 install: node_modules/.modules.yaml
 
@@ -34,6 +34,12 @@ build: install addon typecheck
 	printf '#!/bin/sh\nexec node "$$(dirname "$$(readlink -f "$$0")")/../host-collector/dist/vsockdiag.js" "$$@"\n' > bin/vsockdiag
 	printf '#!/bin/sh\nexec node "$$(dirname "$$(readlink -f "$$0")")/../guest-probe/dist/vsockdiag-probe.js" "$$@"\n' > bin/vsockdiag-probe
 	chmod +x bin/vsockdiag bin/vsockdiag-probe
+
+# vsockdiag-<version>.tgz: the collector, CLI, native SQLite module and dashboard in one package
+# for `npm install -g ./vsockdiag-<version>.tgz`, no repo or registry needed (README, "Deploying
+# the collector"). Built for this machine's platform and Node major.
+dist: build
+	node scripts/make-dist.mjs
 
 # Every suite; the last line is the totals across all of them: "N passed, N failed, N skipped".
 # The lint comes first: it takes seconds, and a lint error fails the run before the suites.
@@ -67,4 +73,4 @@ cross-arm64:
 	@if command -v file >/dev/null; then file $(ARM64_OUT); else echo "built $(ARM64_OUT)"; fi
 
 clean:
-	rm -rf */dist test/.build guest-probe/native/build guest-probe/native/build-arm64 bin/vsockdiag bin/vsockdiag-probe test/fake-envd/fake-envd
+	rm -rf */dist vsockdiag-*.tgz test/.build guest-probe/native/build guest-probe/native/build-arm64 bin/vsockdiag bin/vsockdiag-probe test/fake-envd/fake-envd

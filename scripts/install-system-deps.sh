@@ -4,7 +4,8 @@
 # make the simulated sandboxes' namespaces; gcc-aarch64-linux-gnu proves the addon
 # cross-compiles for arm64; qemu-user-static runs the arm64 Go binaries the Go reader's live
 # tests read; chromium runs the dashboard's browser tests; mmdebstrap builds the Debian image
-# the boot tests boot with systemd-container's systemd-nspawn). Idempotent.
+# the boot tests boot with systemd-container's systemd-nspawn; prometheus brings promtool,
+# which lints /metrics and the shipped alert rules). Idempotent.
 set -euo pipefail
 
 PNPM_VERSION=12.4.2
@@ -22,6 +23,7 @@ command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
 command -v chromium >/dev/null || need+=(chromium)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+command -v promtool >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "missing ${need[*]} and not root: install them with apt-get, or run as root" >&2

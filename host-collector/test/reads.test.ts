@@ -143,7 +143,7 @@ describe('reads at a threshold', { timeout: 20_000 }, () => {
     expect(one.state).toBe('starting');
     expect(ready.status).toBe(503);
     expect(JSON.parse(ready.body).state).toBe('starting');
-    expect(metrics).toContain('vsockdiag_sandbox_state{sandbox="r",state="starting"} 1');
+    expect(metrics).toContain('vsockdiag_sandboxes{state="starting"} 1');
     expect(states(c, 'r')).toEqual(['starting']);
     const [recorded] = c.store.events('r', { kind: 'state', after: 0, limit: 1 }).events;
     expect(one.since).toBe(new Date(recorded!.tHost).toISOString());

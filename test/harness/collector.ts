@@ -53,11 +53,11 @@ export async function startCollector(
   const started = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`collector did not start in 15 s:\n${log}`)), 15_000);
     const onData = () => {
-      const m = /collector listening on (http:\/\/\S+) /.exec(log);
-      if (m) {
+      const url = readyUrl(log);
+      if (url) {
         clearTimeout(timer);
         proc.stderr!.removeListener('data', onData);
-        resolve(m[1]!);
+        resolve(url);
       }
     };
     proc.stderr!.on('data', onData);
@@ -97,6 +97,17 @@ export async function startCollector(
     removeData();
   };
   return { url, dataDir, proc, logs: () => log, api, stop };
+}
+
+/** The API URL from the collector's "collector ready" log record, once it is in `log`. */
+export function readyUrl(log: string): string | undefined {
+  // Whole lines only: the last piece may still be arriving.
+  for (const line of log.split('\n').slice(0, -1)) {
+    if (!line.includes('"collector ready"')) continue;
+    const record = JSON.parse(line) as { msg?: string; url?: string };
+    if (record.msg === 'collector ready' && record.url) return record.url;
+  }
+  return undefined;
 }
 
 /** Waits until the sandbox is in `state` and returns its detail. */

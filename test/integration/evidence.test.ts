@@ -16,7 +16,9 @@ const sandboxes: Sandbox[] = [];
 
 beforeAll(async () => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-'));
-  collector = await startCollector({ args: ['--stall-after', '1500ms', '--start-deadline', '30s', '--storm-threshold', '300'] });
+  collector = await startCollector({
+    args: ['--stall-after', '1500ms', '--start-deadline', '30s', '--storm-threshold', '300', '--metrics-per-sandbox'],
+  });
 });
 afterEach(async () => {
   await Promise.all(sandboxes.splice(0).map((s) => s.stop()));
@@ -53,6 +55,7 @@ describe.skipIf(!namespacesAvailable())('evidence', () => {
     expect(d.sockets.top[0]).toMatchObject({ address: '169.254.169.254', port: 80 });
     const metrics = await (await fetch(`${collector.url}/metrics`)).text();
     expect(metrics).toMatch(/vsockdiag_sandbox_condition\{sandbox="storm",condition="socket-storm",subject="169\.254\.169\.254:80"\} \d+/);
+    expect(metrics).toMatch(/^vsockdiag_conditions\{condition="socket-storm"\} [1-9]/m);
     const raised = await allEvents(collector, 'storm', 'condition');
     expect(raised.some((e) => e.data.name === 'socket-storm' && e.data.raised)).toBe(true);
   });

@@ -1,6 +1,7 @@
 // vsockdiag: the host CLI. `collector` runs the service; every other command talks to a
 // running collector over its HTTP API (--collector / VSOCKDIAG_URL, --token /
-// VSOCKDIAG_TOKEN).
+// VSOCKDIAG_TOKEN or --token-file / VSOCKDIAG_TOKEN_FILE). Every collector flag also has
+// its VSOCKDIAG_* variable (cli/settings.ts).
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,7 +14,7 @@ import { SETTLED_STATES, type SandboxState } from '../catalogue.js';
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
-import { createLogger } from '../collector/logger.js';
+import { LOG_LEVELS, createLogger, logProcessWarnings } from '../collector/logger.js';
 import { DEFAULT_RETENTION } from '../collector/store.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
 import { analysisOf, type detail, type dumpBrief, type dumpDetail } from '../http/present.js';
@@ -21,7 +22,9 @@ import type { EventJson } from '../http/schemas.js';
 import { StreamServerMessage } from '../http/stream-messages.js';
 import { ClientError, CollectorClient } from './client.js';
 import { colorState, sinceText, table, type SandboxSummary } from './format.js';
+import { bindEnvironment, resolveToken } from './settings.js';
 import { parseSize } from './size.js';
+import { VERSION } from '../version.js';
 
 // What the API answers, typed by the collector's own presenters (http/present.ts).
 type StatusBody = ReturnType<typeof detail>;
@@ -31,7 +34,6 @@ type TailEvent = EventJson;
 const streamMessage = Compile(StreamServerMessage);
 
 export const EXIT = { ok: 0, error: 1, timeout: 2, notReady: 3 } as const;
-const VERSION = '0.1.0';
 const tty = process.stdout.isTTY === true;
 
 function dashboardDir(): string {
@@ -58,11 +60,24 @@ function groupId(v: string): number {
   return gid;
 }
 
+/** An http(s) URL (--otlp-endpoint, --webhook, --public-url). */
+function httpUrl(v: string): string {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new InvalidArgumentError(`not a URL: ${v}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InvalidArgumentError(`must be http:// or https://: ${v}`);
+  return v;
+}
+
 const mib = (bytes: number) => `${bytes / 1024 ** 2}MiB`;
 
 function client(cmd: Command): CollectorClient {
-  const o = cmd.optsWithGlobals<{ collector: string; token?: string }>();
-  return new CollectorClient({ url: o.collector, ...(o.token ? { token: o.token } : {}) });
+  const o = cmd.optsWithGlobals<{ collector: string }>();
+  const token = resolveToken(cmd);
+  return new CollectorClient({ url: o.collector, ...(token ? { token } : {}) });
 }
 
 function print(json: boolean, value: unknown, human: () => string): void {
@@ -75,10 +90,11 @@ export function buildProgram(): Command {
     .version(VERSION)
     .addOption(new Option('--collector <url>', 'collector API URL').env('VSOCKDIAG_URL').default('http://127.0.0.1:7070'))
     .addOption(new Option('--token <token>', 'API bearer token').env('VSOCKDIAG_TOKEN'))
+    .addOption(new Option('--token-file <file>', 'read the API bearer token from this file').env('VSOCKDIAG_TOKEN_FILE'))
     .showHelpAfterError();
 
-  program
-    .command('collector')
+  // Each collector flag, whoever adds it, gets its VSOCKDIAG_* variable (cli/settings.ts).
+  bindEnvironment(program.command('collector'))
     .description('run the host collector (vsock listeners, state, API, dashboard)')
     .option('--http <addr>', 'HTTP listen address', DEFAULT_COLLECTOR_OPTIONS.http)
     .option('--data <dir>', 'data directory (SQLite)', DEFAULT_COLLECTOR_OPTIONS.dataDir)
@@ -117,6 +133,8 @@ export function buildProgram(): Command {
     )
     .option('--discover <glob>', 'register every Firecracker vsock socket matching this glob')
     .option('--token <token>', 'require this bearer token on the API (needed for a non-loopback --http)')
+    .option('--token-file <file>', 'read that token from this file (not world-readable; a trailing newline is dropped)')
+    .addOption(new Option('--log-level <level>', 'least level logged (NDJSON on stderr)').choices(LOG_LEVELS).default('info'))
     .option('--uds-root <dir>', 'accept only udsPaths inside this folder (repeatable)', (v: string, all: string[] = []) => [...all, v])
     .option('--socket-group <group>', "give the vsock sockets this group, mode 0660 (a jailed Firecracker's group); default 0600", groupId)
     .option(
@@ -136,11 +154,29 @@ export function buildProgram(): Command {
         .argParser(parseSize)
         .default(DEFAULT_RETENTION.totalBytes, mib(DEFAULT_RETENTION.totalBytes)),
     )
+    // Integrations (README: Prometheus, OTLP, webhooks).
+    .option('--metrics-per-sandbox', 'also serve per-sandbox series in /metrics (state, conditions, probe connection)')
+    .option('--otlp-endpoint <url>', 'export traces and logs over OTLP/HTTP to this base URL (/v1/traces, /v1/logs)', httpUrl)
+    .option(
+      '--webhook <url>',
+      'POST a JSON notice here on entering stuck, exited or silent (repeatable)',
+      (v: string, all: string[] = []) => [...all, httpUrl(v)],
+    )
+    .option('--webhook-secret-file <file>', 'sign webhooks with the key in this file (X-Vsockdiag-Signature-256)')
+    .option('--public-url <url>', 'the collector as others reach it, for links in webhooks (default: the listen URL)', httpUrl)
     .action(async (o, cmd: Command) => {
-      // --token is also the client commands' option on the program: commander hands it to the
-      // program, so read it from there too (an env VSOCKDIAG_TOKEN counts as well).
-      const token: string | undefined = o.token ?? cmd.optsWithGlobals<{ token?: string }>().token;
-      const log = createLogger();
+      const log = createLogger(o.logLevel);
+      logProcessWarnings(log);
+      // --token and --token-file are also the client commands' options on the program:
+      // commander hands them to the program, so the lookup goes up to it.
+      let token: string | undefined;
+      try {
+        token = resolveToken(cmd);
+      } catch (err) {
+        log.fatal((err as Error).message);
+        process.exitCode = EXIT.error;
+        return;
+      }
       const collector = new Collector(
         {
           http: o.http,
@@ -158,11 +194,22 @@ export function buildProgram(): Command {
           ...(token ? { token } : {}),
           ...(o.udsRoot ? { udsRoots: o.udsRoot } : {}),
           ...(o.socketGroup !== undefined ? { socketGid: o.socketGroup } : {}),
+          ...(o.metricsPerSandbox ? { metricsPerSandbox: true } : {}),
+          ...(o.otlpEndpoint ? { otlpEndpoint: o.otlpEndpoint } : {}),
+          ...(o.webhook ? { webhooks: o.webhook } : {}),
+          // The key is the file's content, less a trailing newline an editor leaves.
+          ...(o.webhookSecretFile ? { webhookSecret: fs.readFileSync(o.webhookSecretFile, 'utf8').replace(/\r?\n$/, '') } : {}),
+          ...(o.publicUrl ? { publicUrl: o.publicUrl } : {}),
         },
         log,
       );
-      const url = await collector.start();
-      process.stderr.write(`vsockdiag collector listening on ${url} (dashboard: ${url}/)\n`);
+      let url: string;
+      try {
+        url = await collector.start();
+      } catch (err) {
+        log.fatal({ err }, 'collector did not start');
+        process.exit(EXIT.error);
+      }
       let stopping = false;
       const stop = async () => {
         if (stopping) return;
@@ -172,6 +219,9 @@ export function buildProgram(): Command {
       };
       process.on('SIGINT', () => void stop());
       process.on('SIGTERM', () => void stop());
+      // For a person at a terminal; stderr carries log records only ("collector ready"). Last,
+      // so that whoever waits for it may stop the collector with a signal at once.
+      process.stdout.write(`vsockdiag collector listening on ${url} (dashboard: ${url}/)\n`);
     });
 
   program
@@ -299,9 +349,10 @@ export function buildProgram(): Command {
       await c.request('GET', path); // a clear NOT_FOUND before anything else
       const print = (e: TailEvent) => process.stdout.write(o.json ? `${JSON.stringify(e)}\n` : formatEvent(e));
       // Subscribe first and hold live events, then read the history: nothing falls between.
-      const g = cmd.optsWithGlobals<{ collector: string; token?: string }>();
+      const g = cmd.optsWithGlobals<{ collector: string }>();
+      const token = resolveToken(cmd);
       const url = `${g.collector.replace(/^http/, 'ws').replace(/\/+$/, '')}/v1/stream`;
-      const ws = new WebSocket(url, g.token ? { headers: { authorization: `Bearer ${g.token}` } } : {});
+      const ws = new WebSocket(url, token ? { headers: { authorization: `Bearer ${token}` } } : {});
       const held: TailEvent[] = [];
       let live = false;
       const done = new Promise<void>((resolve, reject) => {

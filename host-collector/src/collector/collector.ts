@@ -4,6 +4,10 @@
 import type net from 'node:net';
 import { DEFAULTS, parseAddress } from '@vsockdiag/proto';
 import type { FastifyInstance } from 'fastify';
+import client from 'prom-client';
+import { FeedMetrics } from '../export/metrics.js';
+import { OtlpExport } from '../export/otlp.js';
+import { Webhooks } from '../export/webhooks.js';
 import { isLoopbackName } from '../http/guard.js';
 import { buildHttp } from '../http/server.js';
 import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
@@ -40,6 +44,19 @@ export interface CollectorOptions {
   /** Bounds on the event history (per sandbox, by count and bytes, and in total); the
    *  oldest events are pruned as new ones are committed. Defaults: DEFAULT_RETENTION. */
   retention?: Partial<Retention>;
+  /** Per-sandbox series in /metrics (--metrics-per-sandbox); off: fleet-wide series only. */
+  metricsPerSandbox?: boolean;
+  /** OTLP/HTTP base URL for traces and logs (--otlp-endpoint); none: no export. */
+  otlpEndpoint?: string;
+  /** Webhook receivers (--webhook), and the HMAC key they are signed with. */
+  webhooks?: string[];
+  webhookSecret?: string;
+  /** The collector's URL as others reach it, for the links in webhooks (--public-url);
+   *  default the URL it listens on. */
+  publicUrl?: string;
+  /** Tests shorten the webhooks' backoff, the stuck wait and the OTLP flush interval, and
+   *  bound the OTLP queue lower. */
+  exportTuning?: { webhookBackoffMs?: number; stuckWaitMs?: number; otlpFlushMs?: number; otlpQueueBound?: number };
 }
 
 export const DEFAULT_COLLECTOR_OPTIONS = {
@@ -63,8 +80,14 @@ export class Collector {
   readonly registry: Registry;
   readonly http: FastifyInstance;
   readonly dumps: DumpService;
+  /** Every metric /metrics serves. */
+  readonly metrics = new client.Registry();
   private readonly analyzer: DumpAnalyzer;
   private discovery: Discovery | null = null;
+  private readonly feedMetrics: FeedMetrics;
+  private readonly otlp: OtlpExport | null = null;
+  private readonly webhooks: Webhooks | null = null;
+  private url = '';
 
   constructor(
     private readonly opts: CollectorOptions,
@@ -101,7 +124,37 @@ export class Collector {
       onStuck: opts.onStuck ?? 'threads',
       analyzer: this.analyzer,
     });
+    this.feedMetrics = new FeedMetrics(this.metrics, this.registry.feed);
+    const timing = opts.exportTuning ?? {};
+    if (opts.otlpEndpoint) {
+      this.otlp = new OtlpExport(
+        {
+          endpoint: opts.otlpEndpoint,
+          ...(timing.otlpFlushMs !== undefined ? { flushIntervalMs: timing.otlpFlushMs } : {}),
+          ...(timing.stuckWaitMs !== undefined ? { stuckHoldMs: timing.stuckWaitMs } : {}),
+          ...(timing.otlpQueueBound !== undefined ? { queueBound: timing.otlpQueueBound } : {}),
+        },
+        this.registry.feed,
+        this.metrics,
+        log,
+      );
+    }
+    if (opts.webhooks?.length) {
+      this.webhooks = new Webhooks(
+        {
+          urls: opts.webhooks,
+          baseUrl: () => opts.publicUrl ?? this.url,
+          ...(opts.webhookSecret !== undefined ? { secret: opts.webhookSecret } : {}),
+          ...(timing.webhookBackoffMs !== undefined ? { backoffMs: timing.webhookBackoffMs } : {}),
+          ...(timing.stuckWaitMs !== undefined ? { stuckDumpWaitMs: timing.stuckWaitMs } : {}),
+        },
+        this.registry.feed,
+        this.metrics,
+        log,
+      );
+    }
     this.http = buildHttp({
+      metrics: { reg: this.metrics, perSandbox: opts.metricsPerSandbox === true },
       registry: this.registry,
       store: this.store,
       dumps: this.dumps,
@@ -124,6 +177,7 @@ export class Collector {
     await this.http.listen({ host, port });
     const addr = this.http.server.address() as net.AddressInfo;
     const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+    this.url = url;
     this.log.info({ url, sandboxes: this.registry.sandboxes.size }, 'collector ready');
     return url;
   }
@@ -131,7 +185,10 @@ export class Collector {
   async stop(): Promise<void> {
     this.discovery?.stop();
     await this.http.close();
+    this.webhooks?.close();
     await this.registry.closeAll();
+    await this.otlp?.close();
+    this.feedMetrics.close();
     await this.analyzer.close();
     this.store.close();
   }

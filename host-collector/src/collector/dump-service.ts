@@ -70,7 +70,7 @@ export class DumpService {
     private readonly opts: { probePort: number; onStuck: OnStuck; analyzer: DumpAnalyzer },
   ) {
     registry.on('state', (c: StateChange) => {
-      if (c.state === 'stuck') void this.autoDumps(c.id);
+      if (c.state === 'stuck') void this.autoDumps(c.id, c.generation);
     });
     registry.on('removed', (id: string) => this.auto.delete(id));
   }
@@ -78,6 +78,34 @@ export class DumpService {
   async take(sb: Sandbox, req: DumpRequest): Promise<StoredDump> {
     if (!(DUMP_MODES as readonly string[]).includes(req.mode))
       throw new DumpError('BAD_REQUEST', `mode must be one of ${DUMP_MODES.join(', ')}`);
+    const started = Date.now();
+    const generation = sb.generation;
+    const told = { id: sb.id, mode: req.mode, trigger: req.trigger };
+    try {
+      const d = await this.attempts(sb, req);
+      const at = Date.now();
+      const error = d.error ? { error: d.error } : {};
+      this.registry.feed.publish({
+        ...told,
+        ...error,
+        type: 'dump',
+        generation: d.generation,
+        at,
+        dumpId: d.id,
+        ok: !d.error,
+        durationMs: at - started,
+      });
+      return d;
+    } catch (err) {
+      const at = Date.now();
+      const error = (err as Error).message;
+      this.registry.feed.publish({ ...told, type: 'dump', generation, at, dumpId: null, ok: false, error, durationMs: at - started });
+      throw err;
+    }
+  }
+
+  /** The dump, asked for again once if the sandbox changed generation under the first try. */
+  private async attempts(sb: Sandbox, req: DumpRequest): Promise<StoredDump> {
     let lastErr: Error | null = null;
     for (let attempt = 0; attempt < 2; attempt++) {
       const generation = sb.generation;
@@ -176,8 +204,18 @@ export class DumpService {
     return this.store.dumpInfo(sb.id, id)!;
   }
 
+  /** The automatic set, then the feed hears it is over and which dumps it stored. */
+  private async autoDumps(id: string, generation: number): Promise<void> {
+    const stored: number[] = [];
+    try {
+      await this.autoDumpSet(id, stored);
+    } finally {
+      this.registry.feed.publish({ type: 'auto-dumps', id, generation, at: Date.now(), dumpIds: stored });
+    }
+  }
+
   /** One set per stuck episode (generation and target pid), within the rate limit. */
-  private async autoDumps(id: string): Promise<void> {
+  private async autoDumpSet(id: string, stored: number[]): Promise<void> {
     const sb = this.registry.get(id);
     const target = sb?.intake.status?.target;
     if (!sb || !target) return;
@@ -203,14 +241,16 @@ export class DumpService {
       return;
     }
     h.taken.push(now);
-    if (!(await this.autoDump(sb, harmless))) await this.autoDump(sb, fallback);
-    if (quit) await this.autoDump(sb, quit);
+    if (!(await this.autoDump(sb, harmless, stored))) await this.autoDump(sb, fallback, stored);
+    if (quit) await this.autoDump(sb, quit, stored);
   }
 
-  /** One automatic dump; a failure goes into the history. True when a dump was stored. */
-  private async autoDump(sb: Sandbox, req: DumpRequest): Promise<boolean> {
+  /** One automatic dump (its id into `stored`); a failure goes into the history. True when a
+   *  dump was stored without error. */
+  private async autoDump(sb: Sandbox, req: DumpRequest, stored: number[]): Promise<boolean> {
     try {
       const d = await this.take(sb, req);
+      stored.push(d.id);
       return d.error === null;
     } catch (err) {
       this.log.warn({ sandbox: sb.id, mode: req.mode, err: (err as Error).message }, 'automatic dump failed');

@@ -87,8 +87,10 @@ export class SandboxHistory implements HistoryView {
     private readonly store: Store,
     /** The sandbox's generation now: collector events are filed under it. */
     private readonly generation: () => number,
-    /** Rows just committed to the store, for the live stream. */
-    private readonly recorded: (rows: EventRecord[], ids: readonly number[]) => void,
+    /** Rows just queued for the store (the verdict has seen them). */
+    private readonly recorded: (rows: EventRecord[]) => void,
+    /** Rows just committed, with the ids the history lists them by (the live stream). */
+    private readonly stored: (rows: EventRecord[], ids: readonly number[]) => void,
   ) {}
 
   get threads(): readonly ThreadSample[] {
@@ -131,8 +133,9 @@ export class SandboxHistory implements HistoryView {
       data,
     };
     this.store.append([row], (err, ids) => {
-      if (!err) this.recorded([row], ids);
+      if (!err) this.stored([row], ids);
     });
+    this.recorded([row]);
   }
 
   /** A hello's clocks: the skew until the next system sample. */

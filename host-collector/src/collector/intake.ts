@@ -60,11 +60,13 @@ export interface IntakeView {
 }
 
 export interface IntakeHooks {
-  /** Something the verdict reads changed: decide again. */
-  reconsider(): void;
+  /** Something the verdict reads changed: decide again. `causeAt`: when it happened (host
+   *  ms), for probe events their own time; otherwise now. */
+  reconsider(causeAt?: number): void;
   /** Probe events were queued for the store (after the verdict has seen them). */
-  /** Rows just committed, with the ids they were stored under. */
-  recorded(rows: EventRecord[], ids: readonly number[]): void;
+  recorded(rows: EventRecord[]): void;
+  /** The same rows once committed, with the ids they were stored under. */
+  stored(rows: EventRecord[], ids: readonly number[]): void;
   /** A hello opened generation `generation`. */
   connected(generation: number): void;
 }
@@ -204,6 +206,7 @@ export class Intake implements SessionHost, IntakeView {
     const keyframeSeq = session.hello!.lastSeq;
     const rows: EventRecord[] = [];
     let status = this.merged!;
+    let newest = 0;
     for (const e of events) {
       // Events up to the hello's lastSeq are already in its status keyframe: store them,
       // but do not apply them twice.
@@ -219,15 +222,17 @@ export class Intake implements SessionHost, IntakeView {
         tHost: Math.round(this.guestClock.toHost(t)),
         data,
       });
+      newest = Math.max(newest, rows[rows.length - 1]!.tHost);
     }
     this.count.events += events.length;
     this.merged = status;
     this.store.append(rows, (err, ids) => {
       done(err);
       // Followers see what is stored, under the ids the history lists it by.
-      if (!err) this.hooks.recorded(rows, ids);
+      if (!err) this.hooks.stored(rows, ids);
     });
-    this.hooks.reconsider();
+    this.hooks.reconsider(newest || undefined);
+    this.hooks.recorded(rows);
   }
 
   onGap(session: Session, from: number, to: number): void {

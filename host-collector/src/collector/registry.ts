@@ -5,9 +5,10 @@ import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { RegistryErrorCode } from '../catalogue.js';
+import { Feed } from './feed.js';
 import type { Logger } from './logger.js';
 import { Sandbox, type SandboxSettings, type StateChange } from './sandbox.js';
-import type { Store } from './store.js';
+import type { EventRecord, Store } from './store.js';
 
 export const SANDBOX_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 /** Unix socket paths are limited to 107 bytes; keep room for the "_<port>" suffix. */
@@ -70,6 +71,8 @@ export interface RegistryEvents {
 
 export class Registry extends EventEmitter<RegistryEvents> {
   readonly sandboxes = new Map<string, Sandbox>();
+  /** What the fleet's sandboxes tell, typed, for the exporters (feed.ts). */
+  readonly feed: Feed;
 
   constructor(
     private readonly store: Store,
@@ -77,6 +80,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
     private readonly log: Logger,
   ) {
     super();
+    this.feed = new Feed(log);
   }
 
   /** Brings back every persisted sandbox and listens for each (if its path is still allowed). */
@@ -148,6 +152,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
     await sb.stop();
     this.store.deleteSandbox(id);
     this.emit('removed', id);
+    this.feed.publish({ type: 'removed', id, generation: sb.generation, at: Date.now() });
     this.log.info({ sandbox: id }, 'sandbox unregistered');
     return true;
   }
@@ -158,9 +163,70 @@ export class Registry extends EventEmitter<RegistryEvents> {
 
   private create(id: string, udsPath: string, source: 'api' | 'discover', generation: number): Sandbox {
     const sb = new Sandbox(id, udsPath, source, generation, this.store, this.settings, this.log);
-    sb.on('state', (change) => this.emit('state', change));
+    sb.on('state', (change) => {
+      // After the batch that caused it: a sandbox decides on a batch before it hands the
+      // batch's rows on, and the feed tells what happened in the order it happened. Queued
+      // before the listeners below run, so it also comes before what they publish in reply
+      // (the dump service's end of the automatic dumps, say).
+      queueMicrotask(() => this.publishState(sb, change));
+      this.emit('state', change);
+    });
+    sb.on('recorded', (rows) => this.publishRows(sb, rows));
     this.sandboxes.set(id, sb);
     this.emit('added', sb);
     return sb;
+  }
+
+  private publishState(sb: Sandbox, c: StateChange): void {
+    const target = sb.intake.status?.target;
+    this.feed.publish({
+      type: 'state',
+      id: c.id,
+      generation: c.generation,
+      at: Date.now(),
+      state: c.state,
+      previous: c.previous,
+      reason: c.reason,
+      conditions: sb.conditionsAt().map((x) => ({ name: x.name, detail: x.detail })),
+      lagMs: c.lagMs,
+      targetStartedAt: target ? Math.round(sb.intake.clock.toHost(target.startedAt)) : null,
+      // Those of this generation: taken since its session opened.
+      dumpIds: sb.history.recentDumps.flatMap((d) => (d.id !== null && d.at >= (sb.intake.connectedAt ?? 0) ? [d.id] : [])),
+    });
+  }
+
+  /** The rows the feed tells about: sessions, targets and phases (dumps come from the dump service). */
+  private publishRows(sb: Sandbox, rows: EventRecord[]): void {
+    for (const r of rows) {
+      const about = { id: r.sandboxId, generation: r.generation, at: r.tHost };
+      const d = r.data as Record<string, unknown>;
+      if (r.kind === 'phase' && r.tGuest !== null) {
+        this.feed.publish({
+          ...about,
+          type: 'phase',
+          guestMs: r.tGuest,
+          ready: d.ready === true,
+          ...(typeof d.name === 'string' ? { name: d.name } : {}),
+        });
+      } else if (r.kind === 'target.found') {
+        this.feed.publish({
+          ...about,
+          type: 'target',
+          pid: d.pid as number,
+          name: d.name as string,
+          startedAt: Math.round(sb.intake.clock.toHost(d.startedAt as number)),
+        });
+      } else if (r.kind === 'session.open') {
+        this.feed.publish({
+          ...about,
+          type: 'session.open',
+          bootId: d.bootId as string,
+          instanceId: d.instanceId as string,
+          probeVersion: d.probeVersion as string,
+        });
+      } else if (r.kind === 'session.close') {
+        this.feed.publish({ ...about, type: 'session.close', reason: d.reason as string, code: (d.code as string | null) ?? null });
+      }
+    }
   }
 }

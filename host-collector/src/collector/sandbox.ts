@@ -36,6 +36,8 @@ export interface StateChange {
   previous: SandboxState;
   reason: string;
   generation: number;
+  /** From the input that decided it to the recorded transition, ms (verdict-clock.ts). */
+  lagMs: number;
 }
 
 /** What a sandbox tells its listeners. */
@@ -45,8 +47,9 @@ export interface SandboxEvents {
   /** The verdict was decided again: a summary may read differently. */
   changed: [];
   /** Rows were queued for the store (the probe's events, or the collector's). */
-  /** Rows just committed to the store, with their ids. */
-  recorded: [rows: EventRecord[], ids: readonly number[]];
+  recorded: [rows: EventRecord[]];
+  /** The same rows once committed, with their ids (the live stream sends them). */
+  stored: [rows: EventRecord[], ids: readonly number[]];
   /** A probe said hello, opening this generation. */
   connected: [generation: number];
   /** The sandbox was unregistered. */
@@ -78,11 +81,13 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
       id,
       store,
       () => this.link.generation,
-      (rows, ids) => this.emit('recorded', rows, ids),
+      (rows) => this.emit('recorded', rows),
+      (rows, ids) => this.emit('stored', rows, ids),
     );
     this.link = new Intake(id, generation, store, this.kept, settings.budget, log, {
-      reconsider: () => this.verdict.evaluate(),
-      recorded: (rows, ids) => this.emit('recorded', rows, ids),
+      reconsider: (causeAt) => this.verdict.evaluate(causeAt),
+      recorded: (rows) => this.emit('recorded', rows),
+      stored: (rows, ids) => this.emit('stored', rows, ids),
       connected: (gen) => this.emit('connected', gen),
     });
     this.verdict = new VerdictClock(
@@ -100,9 +105,9 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
       {
         record: (kind, data) => this.kept.record(kind, data),
         evaluated: () => this.emit('changed'),
-        transition: ({ state, previous, reason }) => {
+        transition: ({ state, previous, reason, lagMs }) => {
           this.log.info({ sandbox: this.id, state, previous, reason }, 'state changed');
-          this.emit('state', { id: this.id, state, previous, reason, generation: this.link.generation });
+          this.emit('state', { id: this.id, state, previous, reason, generation: this.link.generation, lagMs });
         },
       },
     );

@@ -38,6 +38,8 @@ export interface Transition {
   state: SandboxState;
   previous: SandboxState;
   reason: string;
+  /** From the cause (see evaluate) to this decision, ms. */
+  lagMs: number;
 }
 
 export interface VerdictHooks {
@@ -98,8 +100,10 @@ export class VerdictClock {
     return this.conditionsOf(this.readMoment(now));
   }
 
-  /** Decides now, records a transition if the state changed, and arms the next check. */
-  evaluate(): void {
+  /** Decides now, records a transition if the state changed, and arms the next check.
+   *  `causeAt` is when the input that asks for it happened (host ms: a probe event's time),
+   *  so a transition knows its lag; the timer passes the threshold it waited for. */
+  evaluate(causeAt?: number): void {
     if (this.stopped) return;
     const now = Date.now();
     const input = this.inputAt(now);
@@ -115,13 +119,14 @@ export class VerdictClock {
       const { reason } = decide(input);
       this.decidedSince = now;
       this.hooks.record('state', { state: v.state, previous, reason });
-      this.hooks.transition({ state: v.state, previous, reason });
+      this.hooks.transition({ state: v.state, previous, reason, lagMs: Math.max(0, now - (causeAt ?? now)) });
     }
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (v.recheckAt !== null) {
       // +1 ms so the threshold has certainly passed when we look again.
-      this.timer = setTimeout(() => this.evaluate(), Math.max(0, v.recheckAt - now) + 1);
+      const due = v.recheckAt;
+      this.timer = setTimeout(() => this.evaluate(due), Math.max(0, due - now) + 1);
     }
   }
 

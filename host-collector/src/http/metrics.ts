@@ -1,78 +1,126 @@
-// GET /metrics: Prometheus text. Gauges are computed when scraped (no per-event metric
-// work on the hot path); counters come from each sandbox's own counters.
+// GET /metrics: Prometheus text. The gauges and the intake's counters are read when scraped
+// (no per-event metric work on the hot path); the histograms and event counters are fed by
+// the collector's feed (export/metrics.ts). Fleet-wide series always; one series per sandbox
+// only with --metrics-per-sandbox, since a fleet of thousands would otherwise cost the
+// operator's Prometheus thousands of series per metric.
 
 import client from 'prom-client';
 import type { FastifyInstance } from 'fastify';
+import { CONDITIONS, STATES, type ConditionName } from '../catalogue.js';
+import type { IntakeCounters } from '../collector/intake.js';
 import type { Registry } from '../collector/registry.js';
-import { STATES } from '../catalogue.js';
 import { Text } from './schemas.js';
 
-export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
-  const reg = new client.Registry();
+export interface MetricsOptions {
+  /** Where every metric of the collector is registered (also the exporters' own). */
+  reg: client.Registry;
+  /** Per-sandbox series (a `sandbox` label) for the state, conditions and probe connection. */
+  perSandbox: boolean;
+}
+
+const CONDITION_NAMES = Object.keys(CONDITIONS) as ConditionName[];
+
+export function metricsRoutes(app: FastifyInstance, registry: Registry, opts: MetricsOptions): void {
+  const { reg, perSandbox } = opts;
   const all = () => [...registry.sandboxes.values()];
+
   new client.Gauge({
     name: 'vsockdiag_sandboxes',
-    help: 'Sandboxes by state',
+    help: 'Sandboxes by state (every state, 0 when none)',
     labelNames: ['state'],
     registers: [reg],
     collect() {
-      this.reset();
       const counts = new Map<string, number>(STATES.map((s) => [s, 0]));
       for (const sb of all()) counts.set(sb.state, (counts.get(sb.state) ?? 0) + 1);
       for (const [state, n] of counts) this.set({ state }, n);
     },
   });
   new client.Gauge({
-    name: 'vsockdiag_sandbox_state',
-    help: '1 for each sandbox in its current state',
-    labelNames: ['sandbox', 'state'],
+    name: 'vsockdiag_conditions',
+    help: 'Sandboxes with each condition in force (socket-storm, thread-growth, not-accepting, health-failing, oom, …)',
+    labelNames: ['condition'],
     registers: [reg],
     collect() {
-      this.reset();
-      for (const sb of all()) this.set({ sandbox: sb.id, state: sb.state }, 1);
+      const counts = new Map<string, number>(CONDITION_NAMES.map((c) => [c, 0]));
+      for (const sb of all()) for (const c of sb.conditionsAt()) counts.set(c.name, (counts.get(c.name) ?? 0) + 1);
+      for (const [condition, n] of counts) this.set({ condition }, n);
     },
   });
   new client.Gauge({
-    name: 'vsockdiag_sandbox_condition',
-    help: 'Conditions in force (socket-storm, thread-growth, not-accepting, health-failing, oom, …); the value is the count the condition is about, or 1',
-    labelNames: ['sandbox', 'condition', 'subject'],
+    name: 'vsockdiag_probes_connected',
+    help: 'Sandboxes with a live probe session',
     registers: [reg],
     collect() {
-      this.reset();
-      for (const sb of all()) {
-        for (const c of sb.conditionsAt()) this.set({ sandbox: sb.id, condition: c.name, subject: c.subject ?? '' }, c.count ?? 1);
-      }
+      this.set(all().filter((sb) => sb.intake.session !== null).length);
     },
   });
-  new client.Gauge({
-    name: 'vsockdiag_probe_connected',
-    help: '1 when the sandbox has a live probe session',
-    labelNames: ['sandbox'],
-    registers: [reg],
-    collect() {
-      this.reset();
-      for (const sb of all()) this.set({ sandbox: sb.id }, sb.intake.session ? 1 : 0);
-    },
-  });
-  const counter = (name: string, help: string, key: 'events' | 'sessions' | 'protocolErrors' | 'gaps' | 'refused') =>
+
+  if (perSandbox) {
     new client.Gauge({
-      // Gauges fed from monotonically growing per-sandbox counters (reset when a sandbox is
-      // unregistered), exposed with the conventional _total suffix.
-      name,
-      help,
+      name: 'vsockdiag_sandbox_state',
+      help: "1 for the sandbox's current state, 0 for every other state",
+      labelNames: ['sandbox', 'state'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const sb of all()) for (const state of STATES) this.set({ sandbox: sb.id, state }, sb.state === state ? 1 : 0);
+      },
+    });
+    new client.Gauge({
+      name: 'vsockdiag_sandbox_condition',
+      help: 'Conditions in force per sandbox; the value is the count the condition is about, or 1',
+      labelNames: ['sandbox', 'condition', 'subject'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const sb of all()) {
+          for (const c of sb.conditionsAt()) this.set({ sandbox: sb.id, condition: c.name, subject: c.subject ?? '' }, c.count ?? 1);
+        }
+      },
+    });
+    new client.Gauge({
+      name: 'vsockdiag_probe_connected',
+      help: 'Per sandbox: 1 when it has a live probe session',
       labelNames: ['sandbox'],
       registers: [reg],
       collect() {
         this.reset();
-        for (const sb of all()) this.set({ sandbox: sb.id }, sb.intake.counters[key]);
+        for (const sb of all()) this.set({ sandbox: sb.id }, sb.intake.session ? 1 : 0);
+      },
+    });
+  }
+
+  // The intake counts per sandbox; the fleet's counter is their sum plus what unregistered
+  // sandboxes had counted, so it never goes down while the collector runs.
+  const retired: IntakeCounters = { sessions: 0, events: 0, gaps: 0, protocolErrors: 0, refused: 0 };
+  registry.on('added', (sb) =>
+    sb.once('removed', () => {
+      for (const k of Object.keys(retired) as (keyof IntakeCounters)[]) retired[k] += sb.intake.counters[k];
+    }),
+  );
+  const counter = (name: string, help: string, key: keyof IntakeCounters) =>
+    new client.Counter({
+      name,
+      help,
+      registers: [reg],
+      collect() {
+        let n = retired[key];
+        for (const sb of all()) n += sb.intake.counters[key];
+        this.reset();
+        this.inc(n);
       },
     });
   counter('vsockdiag_events_received_total', 'Probe events received', 'events');
   counter('vsockdiag_sessions_total', 'Probe sessions opened (one per generation)', 'sessions');
-  counter('vsockdiag_protocol_errors_total', 'Probe sessions closed for a protocol error', 'protocolErrors');
+  counter(
+    'vsockdiag_protocol_errors_total',
+    'Probe connections closed for a protocol error (bad frames, msgpack, schema, …)',
+    'protocolErrors',
+  );
   counter('vsockdiag_gaps_total', 'Event ranges the probe reported lost from its ring', 'gaps');
   counter('vsockdiag_connections_refused_total', 'Probe connections refused (cool-down, too many before hello, or over budget)', 'refused');
 
+  // Text/plain 0.0.4, whatever the API's other routes answer.
   const text = { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: Text } } };
   app.get(
     '/metrics',

@@ -22,9 +22,9 @@ import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
 import { ApiError, errorBody, errorCodeFor } from './errors.js';
 import { installGuard } from './guard.js';
-import { metricsRoutes } from './metrics.js';
-import { RouteTable } from './route-table.js';
+import { metricsRoutes, type MetricsOptions } from './metrics.js';
 import { openApiRoute } from './openapi.js';
+import { RouteTable } from './route-table.js';
 import { dumpRoutes } from './routes/dumps.js';
 import { phaseRoutes } from './routes/phases.js';
 import { streamRoute } from './stream.js';
@@ -43,6 +43,7 @@ export interface HttpOptions {
   /** The API is bound to loopback: only loopback Host names are served (guard.ts). */
   loopbackOnly: boolean;
   dashboardDir: string;
+  metrics: MetricsOptions;
 }
 
 /** Request bodies are small JSON objects; a larger one is a 413 PAYLOAD_TOO_LARGE. */
@@ -132,7 +133,7 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
   api.register(sandboxRoutes, { registry: opts.registry, store: opts.store });
   api.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps, analyzer: opts.analyzer });
   api.register(phaseRoutes, { registry: opts.registry });
-  metricsRoutes(app, opts.registry);
+  metricsRoutes(app, opts.registry, opts.metrics);
   streamRoute(api, opts.registry, { loopbackOnly: opts.loopbackOnly, ...(opts.token ? { token: opts.token } : {}) });
   openApiRoute(api, routes);
   serveDashboard(app, opts.dashboardDir);
