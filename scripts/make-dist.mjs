@@ -161,6 +161,8 @@ try {
       cwd: pkgRoot,
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'inherit'],
+      // The listing names every file of every bundled dependency: past the default 1 MiB.
+      maxBuffer: 256 * 1024 * 1024,
     }),
   );
   const tgz = path.join(outDir, packed[0].filename);

@@ -16,7 +16,10 @@ type Subset<T, U extends T> = U;
 
 /** Every API error is `{"error": {"code", "message"}}` with one of these codes and its status. */
 export const API_ERRORS = {
-  BAD_REQUEST: { status: 400, meaning: 'a parameter, query or body the route does not accept' },
+  BAD_REQUEST: {
+    status: 400,
+    meaning: "a parameter, query or body that does not match the route's schema (docs/openapi.json), or a body that is not JSON",
+  },
   BAD_ID: { status: 400, meaning: 'a sandbox id that is not 1–128 letters, digits, `.`, `_` or `-`, starting with a letter or digit' },
   BAD_PATH: {
     status: 400,
@@ -25,12 +28,15 @@ export const API_ERRORS = {
   UNAUTHORIZED: { status: 401, meaning: 'the collector has a token and the request does not carry it (`Authorization: Bearer …`)' },
   FORBIDDEN: { status: 403, meaning: 'a Host name that is not loopback on a loopback collector, or a cross-site write or stream upgrade' },
   NOT_FOUND: { status: 404, meaning: 'no such sandbox, dump or route' },
+  METHOD_NOT_ALLOWED: { status: 405, meaning: 'the path exists, not with this method (the `Allow` header lists those it has)' },
   PATH_IN_USE: { status: 409, meaning: 'the `udsPath` belongs to another sandbox' },
   STALE_GENERATION: {
     status: 409,
     meaning: 'a dump answer came from another generation of the sandbox (a restore or reconnect in between), even after one retry',
   },
+  PAYLOAD_TOO_LARGE: { status: 413, meaning: 'a request body over 64 KiB' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: 'a request body that is not `application/json`' },
+  UPGRADE_REQUIRED: { status: 426, meaning: '`/v1/stream` asked for without a WebSocket upgrade' },
   LISTEN_FAILED: { status: 422, meaning: 'the collector cannot listen on `<udsPath>_<vsock-port>`' },
   DUMP_FAILED: { status: 422, meaning: 'the probe answered that it could not take the dump (no target, a mode it cannot do)' },
   INTERNAL: { status: 500, meaning: 'the collector failed; its log says why' },

@@ -237,6 +237,29 @@ describe.skipIf(!browserAvailable())('dashboard in a browser', () => {
     }
   });
 
+  it('shows events as the stream brings them, while it is live', async () => {
+    // The stream's events carry the ids the history lists them by: a page that dropped them
+    // (as it once did, for want of an id) would show this line only after a reload.
+    await collector.api('PUT', '/v1/sandboxes/streamed', { udsPath: path.join(root, 'streamed.sock') });
+    const probe = new ProbeClient({ path: path.join(root, 'streamed.sock_52000'), heartbeatMs: 1000 });
+    await probe.connect();
+    try {
+      await probe.waitAcked(probe.events([{ kind: 'log.lines', stream: 'stderr', lines: ['read from the history'] }]));
+      const p = await page();
+      await p.goto(`${collector.url}/sandboxes/streamed`);
+      // The history is loaded and the stream live: what comes next can only come over the stream.
+      await p.waitForFunction(() => document.body.innerText.includes('read from the history'), undefined, { timeout: 10_000 });
+      await p.waitForFunction(() => document.querySelector('[data-testid="live-status"]')?.textContent?.includes('live'), undefined, {
+        timeout: 10_000,
+      });
+      probe.events([{ kind: 'log.lines', stream: 'stderr', lines: ['arrived over the stream'] }]);
+      await p.waitForFunction(() => document.body.innerText.includes('arrived over the stream'), undefined, { timeout: 10_000 });
+      await p.close();
+    } finally {
+      probe.close();
+    }
+  });
+
   it('renders guest-supplied HTML as inert text', async () => {
     const sb = await sandbox('xss', ['-hang-in', 'api', '-no-notify']);
     await waitForState(collector, 'xss', ['starting', 'stuck']);

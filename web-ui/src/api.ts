@@ -29,6 +29,7 @@ import type { Frame } from '../../host-collector/src/dumps/goroutines';
 import type { GoroutineGroup, LabelSetCount } from '../../host-collector/src/dumps/group';
 import type { ThreadGroup, ThreadSyscall } from '../../host-collector/src/dumps/threads';
 import type { detail, dumpBrief, dumpDetail, dumpDiff, phaseStats, summary } from '../../host-collector/src/http/present';
+import type { EventJson } from '../../host-collector/src/http/schemas';
 
 export type { CreatorGroup, Frame, GoroutineGroup, LabelSetCount, ThreadGroup, ThreadSyscall };
 export {
@@ -68,18 +69,8 @@ export type DumpDiff = ReturnType<typeof dumpDiff>;
 /** One phase name across the fleet (GET /v1/phases). */
 export type PhaseStats = ReturnType<typeof phaseStats>;
 
-export interface SandboxEvent {
-  id: number;
-  /** The life of the VM the event belongs to (a boot or a restore). */
-  generation: number;
-  /** The probe connection it arrived on (or, for the collector's own, the one current then). */
-  session: number;
-  seq: number | null;
-  kind: string;
-  tGuest: number | null;
-  at: string;
-  data: Record<string, unknown>;
-}
+/** An event of a sandbox's history (GET …/events), as the stream sends it too. */
+export type SandboxEvent = EventJson;
 
 /** GET …/events: `more` says a page follows after `next` (a page can be short and still have one). */
 interface EventPage {

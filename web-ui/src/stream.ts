@@ -3,13 +3,11 @@
 // resubscribes. While it is not live, pages poll the REST API instead (see usePolling).
 
 import { useSyncExternalStore } from 'react';
-import { getToken, postJson, type SandboxEvent, type SandboxSummary } from './api';
+import type { StreamClientMessage, StreamMessageType, StreamServerMessage } from '../../host-collector/src/http/stream-messages';
+import { getToken, postJson } from './api';
 
-export type StreamMessage =
-  | { type: 'snapshot'; sandboxes: SandboxSummary[] }
-  | { type: 'sandbox'; sandbox: SandboxSummary }
-  | { type: 'removed'; id: string }
-  | { type: 'event'; id: string; event: SandboxEvent };
+/** What the collector sends on the stream: its declaration (host-collector/src/http/stream-messages.ts). */
+export type StreamMessage = StreamServerMessage;
 
 /** connecting: first attempt; live: open; reconnecting: dropped (or never opened), retrying. */
 export type StreamStatus = 'connecting' | 'live' | 'reconnecting';
@@ -19,21 +17,23 @@ type MessageListener = (m: StreamMessage) => void;
 const MIN_BACKOFF_MS = 500;
 const MAX_BACKOFF_MS = 15_000;
 
+type Loose = Record<string, unknown> & { sandbox?: { id?: unknown }; event?: { id?: unknown } };
+
+/** The shape each declared message type must have before listeners see it (the browser runs
+ *  no schema compiler: its CSP allows no eval). A type added to the declaration fails to
+ *  compile here until it is handled. */
+const SHAPES = {
+  snapshot: (m) => Array.isArray(m.sandboxes),
+  sandbox: (m) => typeof m.sandbox?.id === 'string',
+  removed: (m) => typeof m.id === 'string',
+  event: (m) => typeof m.id === 'string' && typeof m.event?.id === 'number',
+  subscribed: (m) => typeof m.id === 'string',
+} satisfies Record<StreamMessageType, (m: Loose) => boolean>;
+
 function isMessage(m: unknown): m is StreamMessage {
   if (!m || typeof m !== 'object') return false;
   const t = (m as { type?: unknown }).type;
-  switch (t) {
-    case 'snapshot':
-      return Array.isArray((m as { sandboxes?: unknown }).sandboxes);
-    case 'sandbox':
-      return typeof (m as { sandbox?: { id?: unknown } }).sandbox?.id === 'string';
-    case 'removed':
-      return typeof (m as { id?: unknown }).id === 'string';
-    case 'event':
-      return typeof (m as { id?: unknown }).id === 'string' && typeof (m as { event?: { id?: unknown } }).event?.id === 'number';
-    default:
-      return false;
-  }
+  return typeof t === 'string' && Object.hasOwn(SHAPES, t) && SHAPES[t as StreamMessageType](m as Loose);
 }
 
 class Stream {
@@ -100,7 +100,7 @@ class Stream {
     };
   }
 
-  private send(m: unknown): void {
+  private send(m: StreamClientMessage): void {
     if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(m));
   }
 

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import Compile from 'typebox/compile';
 import { WebSocket } from 'ws';
 import { DUMP_MODES, parseDuration } from '@vsockdiag/proto';
 import { LIFECYCLE_EVENT_NAMES, SETTLED_STATES, type SandboxState } from '../catalogue.js';
@@ -16,7 +17,9 @@ import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
 import { LOG_LEVELS, createLogger, logProcessWarnings } from '../collector/logger.js';
 import { DEFAULT_RETENTION } from '../collector/store.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
-import { analysisOf, type detail, type dumpBrief, type dumpDetail, type eventRecord } from '../http/present.js';
+import { analysisOf, type detail, type dumpBrief, type dumpDetail } from '../http/present.js';
+import type { EventJson } from '../http/schemas.js';
+import { StreamServerMessage } from '../http/stream-messages.js';
 import { ClientError, CollectorClient } from './client.js';
 import { colorState, sinceText, table, type SandboxSummary } from './format.js';
 import { bindEnvironment, resolveToken } from './settings.js';
@@ -26,7 +29,9 @@ import { VERSION } from '../version.js';
 // What the API answers, typed by the collector's own presenters (http/present.ts).
 type StatusBody = ReturnType<typeof detail>;
 type DumpBody = ReturnType<typeof dumpBrief>;
-type TailEvent = ReturnType<typeof eventRecord>;
+type TailEvent = EventJson;
+/** The stream's messages as the collector declares them (http/stream-messages.ts). */
+const streamMessage = Compile(StreamServerMessage);
 
 export const EXIT = { ok: 0, error: 1, timeout: 2, notReady: 3 } as const;
 const tty = process.stdout.isTTY === true;
@@ -371,9 +376,11 @@ export function buildProgram(): Command {
       const subscribed = new Promise<void>((resolve) => {
         ws.on('open', () => ws.send(JSON.stringify({ type: 'subscribe', id })));
         ws.on('message', (data) => {
-          const m = JSON.parse(data.toString()) as { type: string; id?: string; event?: TailEvent };
+          const m: unknown = JSON.parse(data.toString());
+          // A message this client does not know (a newer collector's) is skipped, not guessed at.
+          if (!streamMessage.Check(m)) return;
           if (m.type === 'subscribed' && m.id === id) resolve();
-          if (m.type === 'event' && m.id === id && m.event) {
+          if (m.type === 'event' && m.id === id) {
             if (live) print(m.event);
             else held.push(m.event);
           }
@@ -397,10 +404,10 @@ export function buildProgram(): Command {
         before = `&before=${r.body.next}`;
       }
       recent.reverse();
-      const key = (e: TailEvent) => `${e.generation}|${e.session}|${e.seq}|${e.kind}|${e.at}`;
-      const shown = new Set(recent.map(key));
+      // Streamed events carry the ids the history lists them by.
+      const shown = new Set(recent.map((e) => e.id));
       for (const e of recent) print(e);
-      for (const e of held) if (!shown.has(key(e))) print(e);
+      for (const e of held) if (!shown.has(e.id)) print(e);
       live = true;
       process.once('SIGINT', () => ws.close());
       await done;

@@ -87,8 +87,10 @@ export class SandboxHistory implements HistoryView {
     private readonly store: Store,
     /** The sandbox's generation and session now: collector events are filed under them. */
     private readonly now: () => { generation: number; session: number },
-    /** Rows just queued for the store, for the live stream. */
+    /** Rows just queued for the store (the verdict has seen them). */
     private readonly recorded: (rows: EventRecord[]) => void,
+    /** Rows just committed, with the ids the history lists them by (the live stream). */
+    private readonly stored: (rows: EventRecord[], ids: readonly number[]) => void,
   ) {}
 
   get threads(): readonly ThreadSample[] {
@@ -132,7 +134,9 @@ export class SandboxHistory implements HistoryView {
       tHost: Date.now(),
       data,
     };
-    this.store.append([row]);
+    this.store.append([row], (err, ids) => {
+      if (!err) this.stored([row], ids);
+    });
     this.recorded([row]);
   }
 

@@ -103,6 +103,8 @@ export interface IntakeHooks {
   reconsider(causeAt?: number): void;
   /** Probe events were queued for the store (after the verdict has seen them). */
   recorded(rows: EventRecord[]): void;
+  /** The same rows once committed, with the ids they were stored under. */
+  stored(rows: EventRecord[], ids: readonly number[]): void;
   /** A hello opened session `session`, of generation `generation`. */
   connected(generation: number, session: number): void;
 }
@@ -441,7 +443,11 @@ export class Intake implements SessionHost, IntakeView {
     }
     this.count.events += events.length;
     this.merged = status;
-    this.store.append(rows, done);
+    this.store.append(rows, (err, ids) => {
+      done(err);
+      // Followers see what is stored, under the ids the history lists it by.
+      if (!err) this.hooks.stored(rows, ids);
+    });
     this.hooks.reconsider(newest || undefined);
     this.hooks.recorded(rows);
   }

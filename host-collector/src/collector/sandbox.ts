@@ -49,6 +49,8 @@ export interface SandboxEvents {
   changed: [];
   /** Rows were queued for the store (the probe's events, or the collector's). */
   recorded: [rows: EventRecord[]];
+  /** The same rows once committed, with their ids (the live stream sends them). */
+  stored: [rows: EventRecord[], ids: readonly number[]];
   /** A probe said hello, opening this session of this generation (or a vm.genid event
    *  opened a generation inside the session). */
   connected: [generation: number, session: number];
@@ -81,10 +83,12 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
       store,
       () => ({ generation: this.link.generation, session: this.link.sessionNumber }),
       (rows) => this.emit('recorded', rows),
+      (rows, ids) => this.emit('stored', rows, ids),
     );
     this.link = new Intake(id, store, this.kept, settings.budget, log, {
       reconsider: (causeAt) => this.verdict.evaluate(causeAt),
       recorded: (rows) => this.emit('recorded', rows),
+      stored: (rows, ids) => this.emit('stored', rows, ids),
       connected: (gen, session) => this.emit('connected', gen, session),
     });
     this.verdict = new VerdictClock(

@@ -200,8 +200,13 @@ interface Pending {
   /** Each row's data as stored (JSON), made when queued, and its size in bytes. */
   json: string[];
   bytes: number[];
-  done?: (err: Error | null) => void;
+  /** The ids the rows were stored under, filled in by the commit. */
+  ids: number[];
+  done?: AppendDone;
 }
+
+/** Runs once the rows are committed, with the ids they were stored under (or the commit failed). */
+export type AppendDone = (err: Error | null, ids: readonly number[]) => void;
 
 export class Store {
   private readonly db: Database.Database;
@@ -411,7 +416,11 @@ export class Store {
       for (const p of batch) {
         for (let i = 0; i < p.rows.length; i++) {
           const r = p.rows[i]!;
-          insert.run(r.sandboxId, r.generation, r.session, r.seq, r.kind, r.tGuest, r.tHost, p.json[i]!, p.bytes[i]!);
+          p.ids.push(
+            Number(
+              insert.run(r.sandboxId, r.generation, r.session, r.seq, r.kind, r.tGuest, r.tHost, p.json[i]!, p.bytes[i]!).lastInsertRowid,
+            ),
+          );
           this.count(r.sandboxId, r.seq === null ? 'collector' : 'guest', 1, p.bytes[i]! + EVENT_OVERHEAD_BYTES);
           touched.add(r.sandboxId);
         }
@@ -739,11 +748,11 @@ export class Store {
    * data is over MAX_EVENT_DATA_BYTES has it replaced, in place, by the cut copy that is
    * stored (capEventData): whoever else holds the rows (the live stream) shows the same.
    */
-  append(rows: EventRecord[], done?: (err: Error | null) => void): void {
+  append(rows: EventRecord[], done?: AppendDone): void {
     if (this.failing) {
       // A writer that waits for the commit is told at once, so its probe keeps the events.
       const error = this.failing;
-      if (done) return void setImmediate(() => done(error));
+      if (done) return void setImmediate(() => done(error, []));
       if (this.queuedRows + rows.length > MAX_QUEUED_WHILE_FAILING) {
         this.droppedWhileFailing += rows.length;
         return;
@@ -757,7 +766,7 @@ export class Store {
       json.push(capped.json);
       bytes.push(capped.bytes);
     }
-    this.queue.push({ rows, json, bytes, ...(done ? { done } : {}) });
+    this.queue.push({ rows, json, bytes, ids: [], ...(done ? { done } : {}) });
     this.queuedRows += rows.length;
     if (!this.flushScheduled && !this.failing) {
       this.flushScheduled = true;
@@ -783,8 +792,9 @@ export class Store {
     try {
       this.commitBatch(batch);
     } catch (err) {
-      // Rolled back: so is the usage the commit had counted.
+      // Rolled back: so is the usage the commit had counted, and the ids are nobody's.
       this.loadUsage();
+      for (const p of batch) p.ids.length = 0;
       if (isStorageError(err)) {
         this.queue = batch.concat(this.queue);
         this.fail(err);
@@ -793,7 +803,7 @@ export class Store {
       error = err as Error;
     }
     this.queuedRows -= batch.reduce((n, p) => n + p.rows.length, 0);
-    for (const p of batch) p.done?.(error);
+    for (const p of batch) p.done?.(error, p.ids);
     return true;
   }
 

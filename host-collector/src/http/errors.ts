@@ -25,3 +25,16 @@ export function errorBody(code: ApiErrorCode, message: string): { error: { code:
 export function noSandbox(id: string): ApiError {
   return new ApiError('NOT_FOUND', `no sandbox "${id.slice(0, 140)}"`);
 }
+
+/** The codes of fastify's own 4xx refusals (schema validation, bodyLimit, parsers), by status. */
+const BY_STATUS = new Map<number, ApiErrorCode>([
+  [404, 'NOT_FOUND'],
+  [405, 'METHOD_NOT_ALLOWED'],
+  [413, 'PAYLOAD_TOO_LARGE'],
+  [415, 'UNSUPPORTED_MEDIA_TYPE'],
+]);
+
+/** The code for a framework error of this status; any other 4xx is a BAD_REQUEST. */
+export function errorCodeFor(status: number): ApiErrorCode {
+  return BY_STATUS.get(status) ?? 'BAD_REQUEST';
+}

@@ -9,7 +9,7 @@
 //   3. Body type. State-changing requests take application/json or no body: a cross-site
 //      "simple" POST (text/plain, a form) is refused before any route reads it.
 //   4. Token. With --token, every route needs `Authorization: Bearer <token>` unless it was
-//      declared public (`config: { access: 'public' }`: /healthz and the dashboard's static
+//      declared public (`config: { access: 'public' }`: /healthz, /v1/openapi.json and the dashboard's static
 //      files). The decision is taken on the route the router matched, never on the raw URL, so
 //      percent-encoding (/%761/sandboxes) or an absolute-form target (GET http://h/v1/…)
 //      cannot reach a route around it. Requests that match no route need the token too.

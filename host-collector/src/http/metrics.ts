@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { CONDITIONS, STATES, type ConditionName } from '../catalogue.js';
 import type { IntakeCounters } from '../collector/intake.js';
 import type { Registry } from '../collector/registry.js';
+import { Text } from './schemas.js';
 
 export interface MetricsOptions {
   /** Where every metric of the collector is registered (also the exporters' own). */
@@ -120,5 +121,10 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry, opts: Me
   counter('vsockdiag_connections_refused_total', 'Probe connections refused (cool-down, too many before hello, or over budget)', 'refused');
 
   // Text/plain 0.0.4, whatever the API's other routes answer.
-  app.get('/metrics', async (_req, reply) => reply.type(reg.contentType).send(await reg.metrics()));
+  const text = { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: Text } } };
+  app.get(
+    '/metrics',
+    { schema: { operationId: 'getMetrics', summary: 'Prometheus metrics', response: { 200: text } } },
+    async (_req, reply) => reply.type(reg.contentType).send(await reg.metrics()),
+  );
 }

@@ -1,12 +1,18 @@
 // How sandboxes and their dumps look in the API: one place, so the list, the detail, the CLI,
-// the stream and the dashboard (which takes its types from here) all agree.
+// the stream and the dashboard (which takes its types from here) all agree. What they build
+// must match the routes' response schemas (schemas.ts): the routes' types check it, and the
+// API tests validate real answers against docs/openapi.json.
 
-import type { EventOf } from '@vsockdiag/proto';
+import type { DumpMode, DumpSource, EventOf } from '@vsockdiag/proto';
+import type { DumpTrigger } from '../catalogue.js';
 import type { GenerationRecord } from '../collector/lives.js';
 import type { Sandbox } from '../collector/sandbox.js';
-import type { EventRecord, StoredDump, StoredEvent } from '../collector/store.js';
+import type { StoredDump, StoredEvent } from '../collector/store.js';
 import { topGroup, type DumpAnalysis } from '../dumps/analyze.js';
 import type { DumpDiff } from '../dumps/dump-work.js';
+// `satisfies` holds each literal to its answer's schema: a field added here and not there
+// fails to compile, rather than being dropped by the serialiser.
+import type { DumpBriefJson, EventJson, PhaseStatsJson, SandboxDetailJson, SandboxSummaryJson } from './schemas.js';
 
 export function summary(sb: Sandbox, now = Date.now()) {
   const v = sb.read(now);
@@ -27,19 +33,20 @@ export function summary(sb: Sandbox, now = Date.now()) {
       ...(subject !== undefined ? { subject } : {}),
       ...(count !== undefined ? { count } : {}),
     })),
-  };
+  } satisfies SandboxSummaryJson;
 }
 
-/** An event as the API and the stream show it (the history adds its id). */
-export function eventRecord(e: EventRecord) {
+/** A stored event as the history (GET …/events) and the stream show it. */
+export function eventRecord(e: StoredEvent): EventJson {
   return {
+    id: e.id,
     generation: e.generation,
     session: e.session,
     seq: e.seq,
     kind: e.kind,
     tGuest: e.tGuest,
     at: new Date(e.tHost).toISOString(),
-    data: e.data,
+    data: e.data as Record<string, unknown>,
   };
 }
 
@@ -93,7 +100,7 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     /** Where the newest goroutine dump of the current target found it blocked (also in a stuck reason). */
     blocked: history.blocked && status?.target?.pid === history.blocked.pid ? history.blocked : null,
     counters: intake.counters,
-  };
+  } satisfies SandboxDetailJson;
 }
 
 function generationInfo(g: Readonly<GenerationRecord> | null) {
@@ -108,9 +115,10 @@ export function dumpBrief(d: StoredDump) {
     id: d.id,
     sandboxId: d.sandboxId,
     generation: d.generation,
-    mode: d.mode,
-    source: d.source,
-    trigger: d.trigger,
+    // Stored as text, written only from these codes (dump-service.ts).
+    mode: d.mode as DumpMode,
+    source: d.source as DumpSource,
+    trigger: d.trigger as DumpTrigger,
     complete: d.complete,
     error: d.error,
     note: d.note,
@@ -122,7 +130,7 @@ export function dumpBrief(d: StoredDump) {
     createdAt: new Date(d.createdMs).toISOString(),
     kind: a?.kind ?? 'unknown',
     top: a ? topGroup(a) : null,
-  };
+  } satisfies DumpBriefJson;
 }
 
 /** One dump: its text, with the parsed structure flattened in (goroutineGroups and creatorGroups, or threads). */
@@ -163,7 +171,7 @@ export function phaseStats(name: string, samplesMs: readonly number[], keep: num
     p90Ms: at(0.9),
     maxMs: sorted[sorted.length - 1]!,
     samplesMs: samplesMs.slice(-keep),
-  };
+  } satisfies PhaseStatsJson;
 }
 
 /** The parsed structure a dump's detail carries, as the analysis it was made from. */

@@ -3,21 +3,36 @@
 // route → JSON reply with the security headers, or the error handler's
 // {"error": {"code", "message"}}.
 
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { ErrorObject } from 'ajv';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+} from 'fastify';
 import type { DumpAnalyzer } from '../collector/dump-analyzer.js';
 import type { DumpService } from '../collector/dump-service.js';
 import type { Logger } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
-import { ApiError, errorBody } from './errors.js';
+import { ApiError, errorBody, errorCodeFor } from './errors.js';
 import { installGuard } from './guard.js';
 import { metricsRoutes, type MetricsOptions } from './metrics.js';
+import { openApiRoute } from './openapi.js';
+import { RouteTable } from './route-table.js';
 import { dumpRoutes } from './routes/dumps.js';
 import { lifecycleRoutes } from './routes/lifecycle.js';
 import { phaseRoutes } from './routes/phases.js';
 import { streamRoute } from './stream.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
+import { ErrorBody, Health } from './schemas.js';
 import { serveDashboard } from './static.js';
+import { schemaErrorMessage, validatorCompiler } from './validation.js';
 
 export interface HttpOptions {
   registry: Registry;
@@ -32,6 +47,9 @@ export interface HttpOptions {
   metrics: MetricsOptions;
 }
 
+/** Request bodies are small JSON objects; a larger one is a 413 PAYLOAD_TOO_LARGE. */
+export const BODY_LIMIT_BYTES = 64 * 1024;
+
 /** Sent with every answer: the dashboard may not be framed (its destructive-dump checkbox
  *  must not be clickjacked) and runs only its own scripts; nothing is sniffed into HTML. */
 const SECURITY_HEADERS = {
@@ -43,12 +61,22 @@ const SECURITY_HEADERS = {
   'cross-origin-resource-policy': 'same-origin',
 } as const;
 
+/** The app every route module is given: route types come from their TypeBox schemas. */
+export type Api = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
 export function buildHttp(opts: HttpOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.log as FastifyBaseLogger,
     // Per-request log lines would drown the collector's own at hundreds of requests a second.
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: 64 * 1024,
+    bodyLimit: BODY_LIMIT_BYTES,
+    schemaErrorFormatter: (errors, dataVar) => new Error(schemaErrorMessage(errors as ErrorObject[], dataVar)),
     // Sandbox ids may be 128 characters (SANDBOX_ID_PATTERN); the router's default limit of
     // 100 answered valid longer ids with 414 before any route ran.
     routerOptions: { maxParamLength: 256 },
@@ -58,6 +86,9 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
       void (reply as FastifyReply).code(err.statusCode ?? 400).send(errorBody('BAD_REQUEST', err.message));
     },
   }) as unknown as FastifyInstance;
+  app.setValidatorCompiler(validatorCompiler);
+  const api = app.withTypeProvider<TypeBoxTypeProvider>();
+  const routes = new RouteTable(app);
 
   // Only JSON bodies are read: a cross-site "simple" POST (text/plain) never reaches a route.
   app.removeContentTypeParser('text/plain');
@@ -68,22 +99,45 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
 
   app.setErrorHandler((err, _req, reply) => {
     if (err instanceof ApiError) return reply.code(err.status).send(errorBody(err.code, err.message));
+    // fastify's own refusals: a body or parameter that fails the route's schema (400), a
+    // body over bodyLimit (413), a content type no parser takes (415).
     const status = (err as { statusCode?: number }).statusCode;
     if (status && status >= 400 && status < 500) {
-      return reply.code(status).send(errorBody('BAD_REQUEST', (err as Error).message));
+      const code = errorCodeFor(status);
+      return reply.code(code === 'BAD_REQUEST' ? 400 : status).send(errorBody(code, (err as Error).message));
     }
     opts.log.error({ err }, 'request failed');
     return reply.code(500).send(errorBody('INTERNAL', 'internal error'));
   });
-  app.setNotFoundHandler((req, reply) => reply.code(404).send(errorBody('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`)));
+  app.setNotFoundHandler((req, reply) => {
+    const pathname = req.url.split('?')[0]!;
+    const allowed = routes.allowed(pathname);
+    if (allowed.length > 0) {
+      return reply
+        .code(405)
+        .header('allow', allowed.join(', '))
+        .send(
+          errorBody('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${pathname.slice(0, 300)} (allowed: ${allowed.join(', ')})`),
+        );
+    }
+    return reply.code(404).send(errorBody('NOT_FOUND', `no route ${req.method} ${pathname.slice(0, 300)}`));
+  });
 
-  app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true, sandboxes: opts.registry.sandboxes.size }));
-  app.register(sandboxRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps });
-  app.register(lifecycleRoutes, { registry: opts.registry });
-  app.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps, analyzer: opts.analyzer });
-  app.register(phaseRoutes, { registry: opts.registry });
+  api.get(
+    '/healthz',
+    {
+      config: { access: 'public' },
+      schema: { operationId: 'getHealth', summary: 'Liveness', response: { 200: Health, '4xx': ErrorBody } },
+    },
+    async () => ({ ok: true as const, sandboxes: opts.registry.sandboxes.size }),
+  );
+  api.register(sandboxRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps });
+  api.register(lifecycleRoutes, { registry: opts.registry });
+  api.register(dumpRoutes, { registry: opts.registry, store: opts.store, dumps: opts.dumps, analyzer: opts.analyzer });
+  api.register(phaseRoutes, { registry: opts.registry });
   metricsRoutes(app, opts.registry, opts.metrics);
-  streamRoute(app, opts.registry, { loopbackOnly: opts.loopbackOnly, ...(opts.token ? { token: opts.token } : {}) });
+  streamRoute(api, opts.registry, { loopbackOnly: opts.loopbackOnly, ...(opts.token ? { token: opts.token } : {}) });
+  openApiRoute(api, routes);
   serveDashboard(app, opts.dashboardDir);
   return app;
 }

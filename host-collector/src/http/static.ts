@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { errorBody } from './errors.js';
+import { ErrorBody } from './schemas.js';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -25,10 +26,19 @@ export function serveDashboard(app: FastifyInstance, dir: string): void {
     return reply.type(TYPES['.html']!).header('cache-control', 'no-cache').send(fs.createReadStream(index));
   };
   // The pages and their assets hold no data (that comes from the API): open without a token.
-  const open = { config: { access: 'public' as const } };
-  app.get('/', open, page);
-  app.get('/sandboxes/:id', open, page);
-  app.get('/assets/*', open, async (req, reply) => {
+  // They are not part of the API, so not in its document (schema.hide).
+  const html = {
+    200: { description: 'the dashboard', content: { 'text/html': { schema: { type: 'string' } } } },
+    503: { description: 'not built', content: { 'text/plain': { schema: { type: 'string' } } } },
+    '4xx': ErrorBody,
+  };
+  const open = (params?: object) => ({
+    config: { access: 'public' as const },
+    schema: { hide: true, ...(params ? { params } : {}), response: html },
+  });
+  app.get('/', open(), page);
+  app.get('/sandboxes/:id', open({ type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }), page);
+  app.get('/assets/*', open({ type: 'object', properties: { '*': { type: 'string' } } }), async (req, reply) => {
     const rel = (req.params as { '*': string })['*'];
     const file = path.resolve(dir, 'assets', rel);
     if (!file.startsWith(path.resolve(dir, 'assets') + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {

@@ -1,8 +1,5 @@
-// GET /v1/stream (WebSocket): the dashboard's live feed.
-//   server → client: {type:'snapshot', sandboxes} on connect; {type:'sandbox', sandbox} when a
-//   sandbox's summary changed (at most every SUMMARY_EVERY_MS per sandbox); {type:'removed', id};
-//   {type:'event', id, event} for every event of a sandbox the client subscribed to.
-//   client → server: {type:'subscribe', id} (answered {type:'subscribed', id}) / {type:'unsubscribe', id}.
+// GET /v1/stream (WebSocket): the dashboard's live feed. Its messages are declared in
+// stream-messages.ts.
 // The upgrade passes the same guard as every request (guard.ts: loopback Host, the dashboard's
 // own Origin). With a token configured, a client sends `Authorization: Bearer <token>` (the
 // CLI) or `?ticket=` from POST /v1/stream/tickets (the dashboard: browsers cannot set headers
@@ -10,14 +7,22 @@
 
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
+import Compile from 'typebox/compile';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { Registry } from '../collector/registry.js';
 import type { Sandbox } from '../collector/sandbox.js';
 import type { EventRecord } from '../collector/store.js';
+import { ApiError } from './errors.js';
 import { browserCheck, hasToken, type GuardOptions } from './guard.js';
 import { eventRecord, summary } from './present.js';
+import { ERRORS, StreamTicket } from './schemas.js';
+import type { Api } from './server.js';
+import { StreamClientMessage, StreamServerMessage } from './stream-messages.js';
 import { Tickets } from './tickets.js';
+
+/** A message as it goes out: typed by its schema, serialised once for every client. */
+const encode = (m: StreamServerMessage) => JSON.stringify(m);
+const clientMessage = Compile(StreamClientMessage);
 
 const SUMMARY_EVERY_MS = 250;
 const MAX_SUBSCRIPTIONS = 16;
@@ -25,12 +30,44 @@ const MAX_SUBSCRIPTIONS = 16;
 const MAX_BUFFERED = 4 * 1024 * 1024;
 const MAX_CLIENT_MESSAGE = 4096;
 
-export function streamRoute(app: FastifyInstance, registry: Registry, guard: GuardOptions): void {
+export function streamRoute(app: Api, registry: Registry, guard: GuardOptions): void {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_CLIENT_MESSAGE });
   const clients = new Set<Client>();
   const tickets = new Tickets();
 
-  app.post('/v1/stream/tickets', async (_req, reply) => reply.code(201).send(tickets.issue()));
+  app.post(
+    '/v1/stream/tickets',
+    {
+      schema: {
+        operationId: 'createStreamTicket',
+        summary: 'A single-use ticket for the stream (for browsers, which cannot send a header)',
+        response: { 201: StreamTicket, ...ERRORS },
+      },
+    },
+    async (_req, reply) => reply.code(201).send(tickets.issue()),
+  );
+  // Upgrades never reach the router (the 'upgrade' handler below takes them): this route is
+  // what a plain GET finds, and what documents the stream and its messages.
+  app.get(
+    '/v1/stream',
+    {
+      schema: {
+        operationId: 'openStream',
+        summary: 'The live stream (WebSocket): summaries of every sandbox, events of the subscribed ones',
+        querystring: { type: 'object', properties: { ticket: { type: 'string', description: 'from POST /v1/stream/tickets' } } },
+        response: {
+          101: {
+            description: 'switched to WebSocket: text messages, each one StreamServerMessage; send StreamClientMessage',
+            content: { 'application/json': { schema: StreamServerMessage } },
+          },
+          ...ERRORS,
+        },
+      },
+    },
+    async () => {
+      throw new ApiError('UPGRADE_REQUIRED', 'GET /v1/stream is a WebSocket: send Connection: Upgrade, Upgrade: websocket');
+    },
+  );
 
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     // The target exactly as the router would match it: no decoding, no absolute form.
@@ -59,18 +96,18 @@ export function streamRoute(app: FastifyInstance, registry: Registry, guard: Gua
         setTimeout(() => {
           due.delete(sb.id);
           if (registry.get(sb.id) !== sb) return;
-          const msg = JSON.stringify({ type: 'sandbox', sandbox: summary(sb) });
+          const msg = encode({ type: 'sandbox', sandbox: summary(sb) });
           for (const c of clients) c.send(msg);
         }, SUMMARY_EVERY_MS),
       );
     });
-    sb.on('recorded', (rows: EventRecord[]) => {
+    sb.on('stored', (rows: EventRecord[], ids: readonly number[]) => {
       // Every batch of every sandbox passes here: nothing is built unless a client follows it,
       // and then once for all of them.
       let messages: string[] | null = null;
       for (const c of clients) {
         if (!c.follows(sb.id)) continue;
-        messages ??= rows.map((r) => JSON.stringify({ type: 'event', id: sb.id, event: eventRecord(r) }));
+        messages ??= rows.map((r, i) => encode({ type: 'event', id: sb.id, event: eventRecord({ ...r, id: ids[i]! }) }));
         for (const m of messages) c.send(m);
       }
     });
@@ -78,11 +115,12 @@ export function streamRoute(app: FastifyInstance, registry: Registry, guard: Gua
   for (const sb of registry.sandboxes.values()) watch(sb);
   registry.on('added', watch);
   registry.on('removed', (id: string) => {
-    const msg = JSON.stringify({ type: 'removed', id });
+    const msg = encode({ type: 'removed', id });
     for (const c of clients) c.send(msg);
   });
 
-  app.addHook('onClose', async () => {
+  // Before the server closes, which waits for every connection: upgraded ones included.
+  app.addHook('preClose', async () => {
     for (const t of due.values()) clearTimeout(t);
     for (const c of clients) c.ws.terminate();
     wss.close();
@@ -101,21 +139,22 @@ class Client {
     registry: Registry,
   ) {
     const now = Date.now();
-    this.send(JSON.stringify({ type: 'snapshot', sandboxes: [...registry.sandboxes.values()].map((sb) => summary(sb, now)) }));
+    this.send(encode({ type: 'snapshot', sandboxes: [...registry.sandboxes.values()].map((sb) => summary(sb, now)) }));
     ws.on('message', (data, isBinary) => {
       if (isBinary) return void ws.close(1003, 'text only');
-      let m: { type?: unknown; id?: unknown };
+      let m: unknown;
       try {
-        m = JSON.parse(data.toString()) as typeof m;
+        m = JSON.parse(data.toString());
       } catch {
         return void ws.close(1007, 'not JSON');
       }
-      if (typeof m.id !== 'string') return;
+      // Messages of a newer client, or malformed ones, are ignored (the connection stays).
+      if (!clientMessage.Check(m)) return;
       if (m.type === 'subscribe' && this.subscriptions.size < MAX_SUBSCRIPTIONS) {
         this.subscriptions.add(m.id);
         // From here on every event of the sandbox is sent: a client can read history now
         // and know nothing falls between the two.
-        this.send(JSON.stringify({ type: 'subscribed', id: m.id }));
+        this.send(encode({ type: 'subscribed', id: m.id }));
       }
       if (m.type === 'unsubscribe') this.subscriptions.delete(m.id);
     });

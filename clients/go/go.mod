@@ -1,0 +1,3 @@
+module vsockdiag/clients/go
+
+go 1.19
