@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '@vsockdiag/proto';
-import { PROBE_BIN, ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { PROBE_BIN, PROBE_ENV, ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
@@ -191,6 +191,8 @@ export async function startLoadedSandbox(
   await vm.exposeHostPort(DEFAULTS.vsockPort);
   const notify = path.join(dir, 'notify.sock');
   const probe = [
+    'env',
+    ...Object.entries(PROBE_ENV).map(([k, v]) => `${k}=${v}`),
     process.execPath,
     PROBE_BIN,
     '--connect',

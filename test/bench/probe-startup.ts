@@ -13,7 +13,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { FrameDecoder } from '@vsockdiag/proto';
-import { PROBE_BIN, ROOT, requireBuilt } from '../harness/collector.js';
+import { PROBE_BIN, PROBE_ENV, ROOT, requireBuilt } from '../harness/collector.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
 import { childrenCpuMs } from './proc.js';
 import { summarize } from './stats.js';
@@ -103,7 +103,7 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
         },
       };
       pending = attempt;
-      const p = spawn(process.execPath, probeArgs, { stdio: 'ignore' });
+      const p = spawn(process.execPath, probeArgs, { stdio: 'ignore', env: { ...process.env, ...PROBE_ENV } });
       const timer = setTimeout(() => {
         pending = null;
         p.kill('SIGKILL');
@@ -248,7 +248,7 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
             launcher,
             ...startupArgs(sock),
           ],
-          { stdio: 'ignore', env: listEnv('probe') },
+          { stdio: 'ignore', env: { ...listEnv('probe'), ...PROBE_ENV } },
         );
         const exited = new Promise<void>((r) => p.once('exit', () => r()));
         const killer = setTimeout(() => p.kill('SIGKILL'), EACH_TIMEOUT_MS);

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ROOT, requireBuilt } from '../harness/collector.js';
+import { PROBE_ENV, ROOT, requireBuilt } from '../harness/collector.js';
 
 const SCRIPT = path.join(ROOT, 'scripts/rootfs-install.sh');
 const DEPLOY = path.join(ROOT, 'deploy/guest');
@@ -41,6 +41,14 @@ function cc(dir: string, name: string, args: string[], source = 'int x;\n'): str
 }
 
 describe('rootfs-install', () => {
+  it('every guest unit starts the probe with the environment the benchmarks measure (PROBE_ENV)', () => {
+    for (const [name, value] of Object.entries(PROBE_ENV)) {
+      expect(read(DEPLOY, 'systemd/vsockdiag-probe.service')).toMatch(new RegExp(`^Environment=${name}=${value}$`, 'm'));
+      expect(read(DEPLOY, 'runit/vsockdiag-probe/run')).toMatch(new RegExp(`^export ${name}=${value}$`, 'm'));
+      expect(read(DEPLOY, 'openrc/vsockdiag-probe')).toMatch(new RegExp(`^supervise_daemon_args=".*--env ${name}=${value}\\b`, 'm'));
+    }
+  });
+
   it('installs a runnable, stripped probe with its addon beside it, and the systemd files from deploy/guest', () => {
     requireBuilt();
     const rootfs = tempDir();
