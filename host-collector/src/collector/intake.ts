@@ -1,5 +1,5 @@
 // The probe's side of one sandbox: takes the connections its listener accepts (refusing them
-// during a cool-down, past MAX_PENDING, or over the guest's budget) and is the SessionHost of
+// during a reconnect penalty, past MAX_PENDING, or over the guest's budget) and is the SessionHost of
 // each (session.ts): the hello opens a generation and answers the ack floor, events go to the
 // store and into the short histories, then gaps, heartbeats and the close. What it learns
 // (the merged status, the guest clock, who the probe is, when it came and went, counters) is
@@ -7,7 +7,7 @@
 
 import type net from 'node:net';
 import { PROTOCOL_ERROR_CODES, applyEvent, type Hello, type ProbeEvent, type ProbeStatus, type ProtocolErrorCode } from '@vsockdiag/proto';
-import { Budget, type BudgetLimits } from './budget.js';
+import { Budget, type BudgetLimits, type LimitCounters } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { SandboxHistory } from './history.js';
 import type { Logger } from './logger.js';
@@ -18,11 +18,6 @@ import type { EventRecord, Store } from './store.js';
  *  An honest probe dials one at a time, and the one session past hello is superseded by the
  *  next hello, so a sandbox never holds more than MAX_PENDING + 1 connections. */
 export const MAX_PENDING = 2;
-
-/** After a probe is cut off for misbehaving, its next connections are refused for this long:
- *  long enough that a guest cannot hammer the collector with bad sessions, short enough that
- *  an honest probe (reconnect backoff capped at 2 s) is back within a few seconds. */
-export const COOLDOWN_MS = 2000;
 
 /** Who the probe of the current (or last) session said it is. */
 export interface ProbeIdentity {
@@ -57,6 +52,8 @@ export interface IntakeView {
   readonly disconnectedAt: number | undefined;
   readonly disconnectReason: string | undefined;
   readonly counters: Readonly<IntakeCounters>;
+  /** What the sandbox's budget did: throttles, cut-offs, offences, refusals, the penalty. */
+  readonly limits: Readonly<LimitCounters>;
 }
 
 export interface IntakeHooks {
@@ -82,7 +79,6 @@ export class Intake implements SessionHost, IntakeView {
   private readonly budget: Budget;
   /** Accepted connections that have not said hello yet. */
   private readonly pending = new Set<Session>();
-  private cooldownUntil = 0;
   private closed = false;
 
   constructor(
@@ -90,7 +86,7 @@ export class Intake implements SessionHost, IntakeView {
     generation: number,
     private readonly store: Store,
     private readonly history: SandboxHistory,
-    budget: BudgetLimits | undefined,
+    budget: Partial<BudgetLimits> | undefined,
     private readonly log: Logger,
     private readonly hooks: IntakeHooks,
   ) {
@@ -134,11 +130,15 @@ export class Intake implements SessionHost, IntakeView {
     return this.count;
   }
 
-  /** Refuses (closes at once, before any byte is read) a connection during a cool-down, past
-   *  the pending limit, or over the frame budget (each connection costs a frame, so dialling
-   *  in a loop is rate-limited like sending is). */
+  get limits(): Readonly<LimitCounters> {
+    return this.budget.counters;
+  }
+
+  /** Refuses (closes at once, before any byte is read) a connection during a reconnect
+   *  penalty, past the pending limit, or over the frame budget (budget.ts). */
   accept(socket: net.Socket): void {
-    if (this.closed || Date.now() < this.cooldownUntil || this.pending.size >= MAX_PENDING || !this.budget.spendFrame()) {
+    if (this.closed) this.budget.refused('closed');
+    if (this.closed || this.budget.refuse(this.pending.size, MAX_PENDING) !== null) {
       this.count.refused++;
       socket.destroy();
       return;
@@ -241,10 +241,10 @@ export class Intake implements SessionHost, IntakeView {
     this.pending.delete(session);
     if (code) {
       this.count.protocolErrors++;
-      // Only a guest that sent what it must not cools down: not a link that went quiet (a
+      // Only a guest that sent what it must not is penalised: not a link that went quiet (a
       // snapshot's transport reset can look like that) or was cut mid-frame (a probe killed,
       // a reset), nor the collector's own failures. Clean closes carry no code at all.
-      if (PROTOCOL_ERROR_CODES[code].cause === 'peer') this.cooldownUntil = Date.now() + COOLDOWN_MS;
+      if (PROTOCOL_ERROR_CODES[code].cause === 'peer') this.budget.offended(code);
     }
     if (session.generation > 0) this.store.closeSession(this.sandboxId, session.generation, code ? `${code}: ${reason}` : reason);
     if (session !== this.live) return;

@@ -3,6 +3,7 @@
 
 import client from 'prom-client';
 import type { FastifyInstance } from 'fastify';
+import type { LimitCounters } from '../collector/budget.js';
 import type { Registry } from '../collector/registry.js';
 import { STATES } from '../catalogue.js';
 
@@ -71,6 +72,26 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
   counter('vsockdiag_protocol_errors_total', 'Probe sessions closed for a protocol error', 'protocolErrors');
   counter('vsockdiag_gaps_total', 'Event ranges the probe reported lost from its ring', 'gaps');
   counter('vsockdiag_connections_refused_total', 'Probe connections refused (cool-down, too many before hello, or over budget)', 'refused');
+
+  // What each sandbox's budget did to its guest (budget.ts), by reason: Counters fed from the
+  // budget's own counts when scraped, like the gauges above.
+  const limits = (name: string, help: string, read: (l: LimitCounters) => Record<string, number>) =>
+    new client.Counter({
+      name,
+      help,
+      labelNames: ['sandbox', 'reason'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const sb of all()) for (const [reason, n] of Object.entries(read(sb.intake.limits))) this.inc({ sandbox: sb.id, reason }, n);
+      },
+    });
+  limits('vsockdiag_guest_throttled_total', 'Times reading from a guest was paused for being over budget, by bucket (bytes, frames, events)', (l) => l.throttled);
+  limits('vsockdiag_guest_throttled_seconds_total', 'Time reading from a guest stayed paused (reason: budget)', (l) => ({
+    budget: l.throttledMs / 1000,
+  }));
+  limits('vsockdiag_guest_cutoffs_total', 'Guest connections closed for what the guest sent, by protocol error code (ERR_RATE_LIMIT: over budget too long)', (l) => l.offences);
+  limits('vsockdiag_guest_refused_total', 'Guest connections refused at accept, by reason (penalty, pending, frames, closed)', (l) => l.refused);
 
   app.get('/metrics', async (_req, reply) => reply.type(reg.contentType).send(await reg.metrics()));
 }
