@@ -6,6 +6,7 @@ import { DEFAULTS, parseAddress } from '@vsockdiag/proto';
 import type { FastifyInstance } from 'fastify';
 import { isLoopbackName } from '../http/guard.js';
 import { buildHttp } from '../http/server.js';
+import type { BudgetLimits } from './budget.js';
 import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
 import { Discovery } from './discovery.js';
 import { DumpAnalyzer } from './dump-analyzer.js';
@@ -40,6 +41,9 @@ export interface CollectorOptions {
   /** Bounds on the event history (per sandbox, by count and bytes, and in total); the
    *  oldest events are pruned as new ones are committed. Defaults: DEFAULT_RETENTION. */
   retention?: Partial<Retention>;
+  /** Each sandbox's budget, over DEFAULT_BUDGET (budget.ts); the reliability fuzzer turns
+   *  the reconnect penalty off to try a hostile frame per connection. */
+  budget?: Partial<BudgetLimits>;
 }
 
 export const DEFAULT_COLLECTOR_OPTIONS = {
@@ -84,6 +88,7 @@ export class Collector {
         targetName: DEFAULTS.target,
         ...(opts.udsRoots?.length ? { udsRoots: opts.udsRoots } : {}),
         ...(opts.socketGid !== undefined ? { socketGid: opts.socketGid } : {}),
+        ...(opts.budget ? { budget: opts.budget } : {}),
         conditions: {
           ...DEFAULT_CONDITION_SETTINGS,
           ...(opts.stormThreshold !== undefined ? { stormThreshold: opts.stormThreshold } : {}),
