@@ -127,7 +127,14 @@ describe('Budget.grant', () => {
 });
 
 describe('Budget: throttle, then cut off', () => {
-  const tight: Partial<BudgetLimits> = { bytesPerSec: 1000, burstBytes: 1000, framesPerSec: 10, burstFrames: 5, eventsPerSec: 100, burstEvents: 100 };
+  const tight: Partial<BudgetLimits> = {
+    bytesPerSec: 1000,
+    burstBytes: 1000,
+    framesPerSec: 10,
+    burstFrames: 5,
+    eventsPerSec: 100,
+    burstEvents: 100,
+  };
 
   it('answers how long to stop reading until the bucket is paid back', () => {
     const b = new Budget(tight, 0);

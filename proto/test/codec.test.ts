@@ -4,7 +4,15 @@ import { helloMessage } from '../../test/support/hello.js';
 import { decodeCollectorMessage, decodeProbeMessage, encodeMessage } from '../src/codec.js';
 import { ProtocolError } from '../src/errors.js';
 import { FrameDecoder, frame } from '../src/frame.js';
-import { DUMP_CHUNK_BYTES, MAX_EVENTS_PER_BATCH, MAX_FIELDS, MAX_HELLO_FRAME_BYTES, MAX_NAME, MAX_NESTING_DEPTH, MAX_TEXT } from '../src/limits.js';
+import {
+  DUMP_CHUNK_BYTES,
+  MAX_EVENTS_PER_BATCH,
+  MAX_FIELDS,
+  MAX_HELLO_FRAME_BYTES,
+  MAX_NAME,
+  MAX_NESTING_DEPTH,
+  MAX_TEXT,
+} from '../src/limits.js';
 import type { CollectorMessage, ProbeMessage } from '../src/messages.js';
 
 const status = {
@@ -109,7 +117,9 @@ describe('codec', () => {
       { type: 'heartbeat', sinceBootMs: 1, junk: Object.fromEntries(Array.from({ length: MAX_FIELDS + 1 }, (_, i) => [`k${i}`, i])) },
     ];
     for (const v of tooMuch) {
-      expect(() => decodeProbeMessage(body(v))).toThrowError(expect.objectContaining({ code: 'ERR_MSGPACK', message: expect.stringMatching(/max|length/i) }));
+      expect(() => decodeProbeMessage(body(v))).toThrowError(
+        expect.objectContaining({ code: 'ERR_MSGPACK', message: expect.stringMatching(/max|length/i) }),
+      );
     }
   });
 

@@ -421,7 +421,10 @@ describe('Connection: throttle', () => {
   });
 
   /** The collector's side on a pausable socket, with a budget that asks for `wait` ms per chunk. */
-  function throttled(wait: () => number, extra: Partial<ConnectionRole<ProbeMessage, CollectorMessage, 'hello' | 'events' | 'heartbeat'>> = {}) {
+  function throttled(
+    wait: () => number,
+    extra: Partial<ConnectionRole<ProbeMessage, CollectorMessage, 'hello' | 'events' | 'heartbeat'>> = {},
+  ) {
     const socket = new PausableSocket();
     const received: ProbeMessage[] = [];
     const closes: Closed[] = [];

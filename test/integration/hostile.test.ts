@@ -161,7 +161,9 @@ describe('a hostile guest', () => {
     };
     pump();
     // Throttled first: the socket stays open while the collector reads at its own pace.
-    const throttled = await waitFor('the flood to be throttled', async () => ((await detail('flood')).limits.throttled.frames > 0 ? true : null));
+    const throttled = await waitFor('the flood to be throttled', async () =>
+      (await detail('flood')).limits.throttled.frames > 0 ? true : null,
+    );
     expect(throttled).toBe(true);
     expect(s.destroyed).toBe(false);
     await goodStillWorks();

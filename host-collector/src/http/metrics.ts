@@ -86,12 +86,24 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry): void {
         for (const sb of all()) for (const [reason, n] of Object.entries(read(sb.intake.limits))) this.inc({ sandbox: sb.id, reason }, n);
       },
     });
-  limits('vsockdiag_guest_throttled_total', 'Times reading from a guest was paused for being over budget, by bucket (bytes, frames, events)', (l) => l.throttled);
+  limits(
+    'vsockdiag_guest_throttled_total',
+    'Times reading from a guest was paused for being over budget, by bucket (bytes, frames, events)',
+    (l) => l.throttled,
+  );
   limits('vsockdiag_guest_throttled_seconds_total', 'Time reading from a guest stayed paused (reason: budget)', (l) => ({
     budget: l.throttledMs / 1000,
   }));
-  limits('vsockdiag_guest_cutoffs_total', 'Guest connections closed for what the guest sent, by protocol error code (ERR_RATE_LIMIT: over budget too long)', (l) => l.offences);
-  limits('vsockdiag_guest_refused_total', 'Guest connections refused at accept, by reason (penalty, pending, frames, closed)', (l) => l.refused);
+  limits(
+    'vsockdiag_guest_cutoffs_total',
+    'Guest connections closed for what the guest sent, by protocol error code (ERR_RATE_LIMIT: over budget too long)',
+    (l) => l.offences,
+  );
+  limits(
+    'vsockdiag_guest_refused_total',
+    'Guest connections refused at accept, by reason (penalty, pending, frames, closed)',
+    (l) => l.refused,
+  );
 
   app.get('/metrics', async (_req, reply) => reply.type(reg.contentType).send(await reg.metrics()));
 }

@@ -91,7 +91,9 @@ export class ElfFile {
   sectionData(s: ElfSection, into?: Buffer): Buffer {
     if (s.nobits) throw new Error(`${this.path}: section ${s.name} has no bytes in the file`);
     if (s.offset + s.size > this.fileSize) {
-      throw new NotElfError(`${this.path}: section ${s.name} (${s.size} bytes at ${s.offset}) runs past the end of the file (${this.fileSize} bytes)`);
+      throw new NotElfError(
+        `${this.path}: section ${s.name} (${s.size} bytes at ${s.offset}) runs past the end of the file (${this.fileSize} bytes)`,
+      );
     }
     return this.read(s.offset, s.size, into);
   }
