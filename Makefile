@@ -7,7 +7,7 @@ export npm_config_nodedir ?= /usr
 
 NODE_GYP := node guest-probe/node_modules/node-gyp/bin/node-gyp.js
 
-.PHONY: install build test demo bench clean typecheck lint addon rootfs-install cross-arm64 dist
+.PHONY: install build test demo bench clean typecheck lint addon rootfs-install cross-arm64 dist reliability
 
 install: node_modules/.modules.yaml
 
@@ -51,6 +51,11 @@ demo: build
 
 bench: build
 	node test/run-ts.mjs test/bench/run.ts
+
+# Hostile input, load and access, in full (about 25 min): writes RELIABILITY.md and .json.
+# The soak's 5,000 sessions need 10,000 descriptors: the soft limit is raised to the hard one.
+reliability: build
+	ulimit -n "$$(ulimit -Hn)" && node test/run-ts.mjs test/reliability/run.ts
 
 # Install the probe into a VM root filesystem (README, "Installing the probe into a VM image"):
 #   make rootfs-install ROOTFS=/mnt/rootfs [INIT=systemd|runit|openrc] [ARCH=x64|arm64 NODE_BIN=...]

@@ -18,6 +18,8 @@ await build({
   format: 'esm',
   target: 'node20',
   logLevel: 'warning',
+  // Not bundleable (it loads parts of itself by computed paths): resolved from test/node_modules.
+  external: ['playwright-core'],
   banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
 });
 process.argv = [process.argv[0], outfile, ...args];

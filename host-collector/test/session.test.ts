@@ -116,7 +116,7 @@ afterEach(async () => {
 
 /** A listener whose sessions share one budget (as a sandbox's do), and a first probe on it;
  *  `dial` connects another. */
-async function connect(opts: { ack?: number; budget?: BudgetLimits } = {}) {
+async function connect(opts: { ack?: number; budget?: Partial<BudgetLimits> } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-sess-'));
   const sock = path.join(dir, 'c.sock');
   const host = new FakeHost();
@@ -142,7 +142,7 @@ async function connect(opts: { ack?: number; budget?: BudgetLimits } = {}) {
     return new Probe(client);
   };
   const probe = await dial();
-  return { host, probe, sessions, dial };
+  return { host, probe, sessions, dial, budget };
 }
 
 describe('Session: hello', () => {
@@ -424,7 +424,7 @@ describe('Session: hostile bytes', () => {
     // A hello is well over 64 bytes.
     expect(encodeMessage(hello).length).toBeGreaterThan(64);
     probe.send(hello);
-    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('byte budget') });
+    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('bytes budget') });
     expect(host.hellos).toEqual([]);
   });
 
@@ -435,7 +435,7 @@ describe('Session: hostile bytes', () => {
     probe.send(events(1)); // 2
     probe.send(events(2)); // 3
     probe.send(events(3)); // 4: over
-    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('frame budget') });
+    expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('frames budget') });
     expect(host.batches.map((b) => b.events[0]!.seq)).toEqual([1, 2]);
   });
 
@@ -504,14 +504,52 @@ describe("Session: one budget for all of a sandbox's connections", () => {
     expect(host.closes.map((c) => c.code)).toEqual([null, null, null, null]);
     p.send(hello); // each connection alone is far under the burst; together they are over it
     await waitFor('close 5', () => host.closes.length === 5);
-    expect(host.closes[4]).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('byte budget') });
+    expect(host.closes[4]).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('bytes budget') });
     expect(host.hellos).toHaveLength(4);
+  });
+});
+
+describe('Session: a probe over budget is throttled first', () => {
+  it('over the events budget, reading stops for a while and every batch still arrives, later', async () => {
+    const { host, probe, budget } = await connect({ budget: { eventsPerSec: 20, burstEvents: 10 } });
+    probe.send(hello);
+    await probe.next('welcome');
+    // 20 events in one write: 10 past the burst, half a second's worth at 20/s. The write is
+    // in memory already, so it is taken whole; reading stops after it.
+    probe.send(events(...Array.from({ length: 10 }, (_, i) => i + 1)));
+    probe.send(events(...Array.from({ length: 10 }, (_, i) => i + 11)));
+    await waitFor('the first two batches', () => host.batches.length === 2);
+    const held = Date.now();
+    probe.send(events(...Array.from({ length: 10 }, (_, i) => i + 21)));
+    await waitFor('all three batches', () => host.batches.length === 3);
+    for (const b of host.batches) b.done(null);
+    await waitFor('the last ack', () => probe.received.some((m) => m.type === 'ack' && m.seq === 30));
+    expect(host.closes).toEqual([]);
+    expect(budget.counters.throttled.events).toBeGreaterThanOrEqual(1);
+    expect(Date.now() - held).toBeGreaterThanOrEqual(300); // held (500 ms due), not refused
+    expect(budget.counters.throttledMs).toBeGreaterThanOrEqual(300);
+  });
+
+  it('a probe that stays over budget is cut off with ERR_RATE_LIMIT after cutoffAfterMs', async () => {
+    const { host, probe, budget } = await connect({ budget: { framesPerSec: 50, burstFrames: 20, cutoffAfterMs: 1500 } });
+    probe.send(hello);
+    await probe.next('welcome');
+    // Heartbeats as fast as the socket takes them: each time reading resumes there are more.
+    const beat = encodeMessage({ type: 'heartbeat', sinceBootMs: 1 });
+    const flood = setInterval(() => probe.raw(Buffer.concat(new Array(40).fill(beat))), 20);
+    try {
+      expect(await host.closed()).toMatchObject({ code: 'ERR_RATE_LIMIT', reason: expect.stringContaining('frames budget') });
+    } finally {
+      clearInterval(flood);
+    }
+    expect(budget.counters.throttled.frames).toBeGreaterThanOrEqual(1);
+    expect(budget.counters.cutoffs).toBe(1);
   });
 });
 
 describe('Session: dump grants last as long as their request', () => {
   // A bucket too small for one 20 KiB chunk: only a grant lets it through.
-  const budget: BudgetLimits = { bytesPerSec: 1, burstBytes: 2000, framesPerSec: 1000, burstFrames: 1000 };
+  const budget: Partial<BudgetLimits> = { bytesPerSec: 1, burstBytes: 2000, framesPerSec: 1000, burstFrames: 1000 };
   const chunk = (id: number, index: number): ProbeMessage => ({
     type: 'dump.chunk',
     id,

@@ -4,18 +4,22 @@
 import { Decoder, Encoder } from '@msgpack/msgpack';
 import { ProtocolError } from './errors.js';
 import { frame } from './frame.js';
-import { MAX_FRAME_BYTES, MAX_NESTING_DEPTH } from './limits.js';
+import { DUMP_CHUNK_BYTES, MAX_EVENTS_PER_BATCH, MAX_FIELDS, MAX_LOG_LINES_PER_BATCH, MAX_NESTING_DEPTH, MAX_TEXT } from './limits.js';
 import { collectorMessageSchema, probeMessageSchema, type CollectorMessage, type ProbeMessage } from './messages.js';
 import { withinDepth } from './msgpack-depth.js';
 import type { Schema } from './schema.js';
 
 const encoder = new Encoder({ ignoreUndefined: true });
 
+// The decoder refuses, before building it, anything no schema could accept: the longest
+// string a schema allows is MAX_TEXT UTF-16 units (3 UTF-8 bytes each at most), the largest
+// binary a dump chunk, the longest array a batch, the largest map MAX_FIELDS keys (objects
+// have fewer), and no extension types at all. The schema then checks the exact bounds.
 const decoder = new Decoder({
-  maxStrLength: MAX_FRAME_BYTES,
-  maxBinLength: MAX_FRAME_BYTES,
-  maxArrayLength: 65_536,
-  maxMapLength: 4_096,
+  maxStrLength: 3 * MAX_TEXT,
+  maxBinLength: DUMP_CHUNK_BYTES,
+  maxArrayLength: Math.max(MAX_EVENTS_PER_BATCH, MAX_LOG_LINES_PER_BATCH),
+  maxMapLength: MAX_FIELDS,
   maxExtLength: 0,
 });
 

@@ -105,10 +105,15 @@ export interface Liveness<Out> {
   heartbeat: () => Out;
 }
 
-/** A budget the peer's bytes and frames are charged to; false means over it (ERR_RATE_LIMIT). */
+/** A budget the peer's bytes and frames are charged to. Each spend answers how long to stop
+ *  reading (ms; 0: read on), which is how a peer over budget is throttled: its writes block on
+ *  its side and nothing it sent is lost. A spend throws (a ProtocolError, ERR_RATE_LIMIT) to
+ *  cut the peer off. */
 export interface Allowance {
-  spendBytes(n: number): boolean;
-  spendFrame(): boolean;
+  spendBytes(n: number): number;
+  spendFrame(): number;
+  /** The connection stayed paused this long (ms) for a throttle. */
+  held?(ms: number): void;
 }
 
 export interface Closed {
@@ -131,6 +136,9 @@ export interface ConnectionSocket {
   on(event: 'data', listener: (chunk: Buffer) => void): unknown;
   on(event: 'error', listener: (err: Error) => void): unknown;
   on(event: 'end' | 'close' | 'drain', listener: () => void): unknown;
+  /** Stop and restart reading (a throttle); a socket without them cannot be throttled. */
+  pause?(): unknown;
+  resume?(): unknown;
 }
 
 /** One side's part: everything that differs between the four kinds of connection. */
@@ -166,6 +174,12 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
   private lastTx = 0;
   private readonly ticker: NodeJS.Timeout | null;
   private helloTimer: NodeJS.Timeout | null = null;
+  /** A throttle: reading stopped until the timer fires (see throttle()). */
+  private holdTimer: NodeJS.Timeout | null = null;
+  private holdStart = 0;
+  private holdFor = 0;
+  /** Time spent held, added to the hello deadline: the peer could not be heard meanwhile. */
+  private heldMs = 0;
   private drainWaiters: Array<{ resolve: () => void; reject: (err: Error) => void }> = [];
 
   constructor(
@@ -182,10 +196,14 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
     const { helloTimeoutMs, liveness } = role;
     if (helloTimeoutMs !== undefined) {
       const awaited = role.admits['awaiting-hello'].join(' or ');
-      this.helloTimer = setTimeout(
-        () => this.fail(new ProtocolError('ERR_UNEXPECTED', `no ${awaited} within ${helloTimeoutMs} ms`)),
-        helloTimeoutMs,
-      );
+      const started = Date.now();
+      const check = () => {
+        // Time this side spent not reading (a throttle) does not count against the peer.
+        const due = started + helloTimeoutMs + this.heldMs + (this.holdTimer ? Date.now() - this.holdStart : 0);
+        if (Date.now() < due) this.helloTimer = setTimeout(check, due - Date.now());
+        else this.fail(new ProtocolError('ERR_UNEXPECTED', `no ${awaited} within ${helloTimeoutMs} ms`));
+      };
+      this.helloTimer = setTimeout(check, helloTimeoutMs);
     }
     this.ticker = liveness ? setInterval(() => this.tick(liveness), liveness.heartbeatMs) : null;
     if (role.hello) this.send(role.hello);
@@ -230,27 +248,56 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
   }
 
   /** Bytes from the peer. The socket's data goes here; so do bytes read before the connection
-   *  took the socket (what followed Firecracker's `OK` line in the same chunk). */
+   *  took the socket (what followed Firecracker's `OK` line in the same chunk). A chunk that
+   *  puts the peer over budget is still decoded (it is in memory already, one socket read at
+   *  most); reading stops after it. */
   feed(chunk: Buffer): void {
     if (!this.live) return;
     this.lastRx = Date.now();
     try {
-      if (this.role.budget && !this.role.budget.spendBytes(chunk.length)) {
-        throw new ProtocolError('ERR_RATE_LIMIT', `${this.role.peer} exceeded its byte budget`);
-      }
+      if (this.role.budget) this.throttle(this.role.budget.spendBytes(chunk.length));
       this.decoder.push(chunk);
     } catch (err) {
       this.fail(err);
     }
   }
 
+  /** Stops reading from the peer for `ms` (longer if already held for longer): back-pressure
+   *  for a peer over budget. The idle timeout and the hello deadline do not run meanwhile. */
+  throttle(ms: number): void {
+    if (ms <= 0 || !this.live || !this.socket.pause) return;
+    const now = Date.now();
+    const until = now + ms;
+    if (this.holdTimer) {
+      if (until <= this.holdStart + this.holdFor) return;
+      clearTimeout(this.holdTimer);
+    } else {
+      this.holdStart = now;
+      this.socket.pause();
+    }
+    this.holdFor = until - this.holdStart;
+    this.holdTimer = setTimeout(() => this.release(), until - now);
+  }
+
+  /** A throttle ends (its time is up, or the connection ends). */
+  private release(): void {
+    if (!this.holdTimer) return;
+    clearTimeout(this.holdTimer);
+    this.holdTimer = null;
+    const ms = Date.now() - this.holdStart;
+    this.heldMs += ms;
+    this.role.budget?.held?.(ms);
+    if (!this.live) return;
+    // Silence while we were not listening is not the peer's.
+    this.lastRx = Date.now();
+    this.socket.resume?.();
+  }
+
   private dispatch(m: In): void {
     const state = this.current;
     // Closed by an earlier frame of the same chunk: the rest is not read.
     if (state !== 'awaiting-hello' && state !== 'open') return;
-    if (this.role.budget && !this.role.budget.spendFrame()) {
-      throw new ProtocolError('ERR_RATE_LIMIT', `${this.role.peer} exceeded its frame budget`);
-    }
+    if (this.role.budget) this.throttle(this.role.budget.spendFrame());
     this.role.onMessage(admit(this.role.admits, state, m));
   }
 
@@ -276,7 +323,7 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
 
   private tick(liveness: Liveness<Out>): void {
     const now = Date.now();
-    if (now - this.lastRx > liveness.idleTimeoutMs) {
+    if (!this.holdTimer && now - this.lastRx > liveness.idleTimeoutMs) {
       this.fail(new ProtocolError('ERR_IDLE', `no word from the ${this.role.peer} for ${liveness.idleTimeoutMs} ms`));
       return;
     }
@@ -296,6 +343,7 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
     this.current = transition(from, 'close');
     if (this.ticker) clearInterval(this.ticker);
     this.clearHelloTimer();
+    this.release();
     const gone = new Error('connection closed');
     for (const w of this.drainWaiters.splice(0)) w.reject(gone);
     this.socket.destroy();

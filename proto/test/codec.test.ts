@@ -4,7 +4,15 @@ import { helloMessage } from '../../test/support/hello.js';
 import { decodeCollectorMessage, decodeProbeMessage, encodeMessage } from '../src/codec.js';
 import { ProtocolError } from '../src/errors.js';
 import { FrameDecoder, frame } from '../src/frame.js';
-import { MAX_EVENTS_PER_BATCH, MAX_HELLO_FRAME_BYTES, MAX_NAME, MAX_NESTING_DEPTH, MAX_TEXT } from '../src/limits.js';
+import {
+  DUMP_CHUNK_BYTES,
+  MAX_EVENTS_PER_BATCH,
+  MAX_FIELDS,
+  MAX_HELLO_FRAME_BYTES,
+  MAX_NAME,
+  MAX_NESTING_DEPTH,
+  MAX_TEXT,
+} from '../src/limits.js';
 import type { CollectorMessage, ProbeMessage } from '../src/messages.js';
 
 const status = {
@@ -90,7 +98,6 @@ describe('codec', () => {
       { type: 'heartbeat', sinceBootMs: Number.NaN },
       { type: 'events', events: [{ kind: 'phase', seq: 1.5, t: 0 }] },
       { type: 'events', events: [{ kind: 'phase', seq: 1, t: 0, status: 'x'.repeat(MAX_TEXT + 1) }] },
-      { type: 'events', events: new Array(MAX_EVENTS_PER_BATCH + 1).fill({ kind: 'phase', seq: 1, t: 0 }) },
       { type: 'events', events: [{ kind: 'listener.unbound', seq: 1, t: 0, port: 70000 }] },
     ];
     for (const v of bad) {
@@ -98,6 +105,22 @@ describe('codec', () => {
       expect(code === 'ERR_SCHEMA' || code === 'ERR_UNKNOWN_TYPE', `${JSON.stringify(v).slice(0, 80)} gave ${code}`).toBe(true);
     }
     expect(codeOf(() => decodeProbeMessage(body({ ...hello, generation: 'one' })))).toBe('ERR_SCHEMA');
+  });
+
+  it('refuses, before building them, strings, binaries, arrays and maps longer than any schema allows', () => {
+    const longest = { type: 'events', events: [{ kind: 'probe.notice', seq: 1, t: 0, level: 'warn', message: '\u20ac'.repeat(MAX_TEXT) }] };
+    expect(decodeProbeMessage(body(longest))).toEqual(longest); // the longest text, all 3-byte UTF-8, is fine
+    const tooMuch: unknown[] = [
+      { type: 'heartbeat', sinceBootMs: 1, junk: 'x'.repeat(3 * MAX_TEXT + 1) },
+      { type: 'dump.chunk', id: 1, index: 0, data: new Uint8Array(DUMP_CHUNK_BYTES + 1) },
+      { type: 'events', events: new Array(MAX_EVENTS_PER_BATCH + 1).fill({ kind: 'phase', seq: 1, t: 0 }) },
+      { type: 'heartbeat', sinceBootMs: 1, junk: Object.fromEntries(Array.from({ length: MAX_FIELDS + 1 }, (_, i) => [`k${i}`, i])) },
+    ];
+    for (const v of tooMuch) {
+      expect(() => decodeProbeMessage(body(v))).toThrowError(
+        expect.objectContaining({ code: 'ERR_MSGPACK', message: expect.stringMatching(/max|length/i) }),
+      );
+    }
   });
 
   it('rejects bytes that are not msgpack', () => {

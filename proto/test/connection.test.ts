@@ -361,23 +361,123 @@ describe('Connection: backpressure', () => {
 });
 
 describe('Connection: budget', () => {
+  /** A budget that cuts off (throws) past `bytes`/`frames`, like the collector's on a deep overdraft. */
   const budget = (bytes: number, frames: number): Allowance => ({
-    spendBytes: (n) => (bytes -= n) >= 0,
-    spendFrame: () => --frames >= 0,
+    spendBytes: (n) => {
+      if ((bytes -= n) < 0) throw new ProtocolError('ERR_RATE_LIMIT', 'probe over its bytes budget');
+      return 0;
+    },
+    spendFrame: () => {
+      if (--frames < 0) throw new ProtocolError('ERR_RATE_LIMIT', 'probe over its frames budget');
+      return 0;
+    },
   });
 
-  it('closes with ERR_RATE_LIMIT when the bytes are over budget, before decoding them', () => {
+  it('closes with the code the budget throws when the bytes are over it, before decoding them', () => {
     const { socket, received, closes } = collectorSide({ budget: budget(10, 100) });
     socket.emit('data', encodeMessage(hello));
     expect(received).toEqual([]);
-    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_RATE_LIMIT', reason: 'probe exceeded its byte budget' })]);
+    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_RATE_LIMIT', reason: 'probe over its bytes budget' })]);
   });
 
-  it('closes with ERR_RATE_LIMIT when the frames are over budget', () => {
+  it('closes with the code the budget throws when the frames are over it', () => {
     const { socket, received, closes } = collectorSide({ budget: budget(1e9, 2) });
     socket.emit('data', Buffer.concat([encodeMessage(hello), encodeMessage(events(1)), encodeMessage(events(2))]));
     expect(received.map((m) => m.type)).toEqual(['hello', 'events']);
-    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_RATE_LIMIT', reason: 'probe exceeded its frame budget' })]);
+    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_RATE_LIMIT', reason: 'probe over its frames budget' })]);
+  });
+});
+
+/** A FakeSocket that records pause() and resume(). */
+class PausableSocket extends FakeSocket {
+  paused = false;
+  pauses = 0;
+  pause(): void {
+    this.paused = true;
+    this.pauses++;
+  }
+  resume(): void {
+    this.paused = false;
+  }
+}
+
+describe('Connection: throttle', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** The collector's side on a pausable socket, with a budget that asks for `wait` ms per chunk. */
+  function throttled(
+    wait: () => number,
+    extra: Partial<ConnectionRole<ProbeMessage, CollectorMessage, 'hello' | 'events' | 'heartbeat'>> = {},
+  ) {
+    const socket = new PausableSocket();
+    const received: ProbeMessage[] = [];
+    const closes: Closed[] = [];
+    const held: number[] = [];
+    const connection = new Connection(socket, {
+      peer: 'probe',
+      decode: decodeProbeMessage,
+      admits: { 'awaiting-hello': ['hello'], open: ['events', 'heartbeat'] },
+      budget: { spendBytes: wait, spendFrame: () => 0, held: (ms) => held.push(ms) },
+      onMessage: (m) => {
+        received.push(m);
+        if (m.type === 'hello') connection.open();
+      },
+      onClose: (c) => closes.push(c),
+      ...extra,
+    });
+    return { socket, connection, received, closes, held };
+  }
+
+  it('decodes the chunk that went over, then stops reading until the budget says', () => {
+    const { socket, received, held } = throttled(() => 300);
+    socket.emit('data', Buffer.concat([encodeMessage(hello), encodeMessage(events(1))]));
+    expect(received.map((m) => m.type)).toEqual(['hello', 'events']);
+    expect(socket.paused).toBe(true);
+    vi.advanceTimersByTime(299);
+    expect(socket.paused).toBe(true);
+    vi.advanceTimersByTime(1);
+    expect(socket.paused).toBe(false);
+    expect(held).toEqual([300]);
+  });
+
+  it('a longer throttle while held extends it; a shorter one does not shorten it', () => {
+    const waits = [300, 1000, 100];
+    const { socket, connection } = throttled(() => waits.shift() ?? 0);
+    socket.emit('data', encodeMessage(hello));
+    connection.throttle(1000); // from the events budget, say
+    connection.throttle(100);
+    vi.advanceTimersByTime(999);
+    expect(socket.paused).toBe(true);
+    vi.advanceTimersByTime(1);
+    expect(socket.paused).toBe(false);
+    expect(socket.pauses).toBe(1);
+  });
+
+  it('neither the idle timeout nor the hello deadline runs against a peer we are not reading', () => {
+    const { socket, closes } = throttled(() => 8000, {
+      helloTimeoutMs: 2000,
+      liveness: { heartbeatMs: 1000, idleTimeoutMs: 5000, heartbeat: () => ({ type: 'heartbeat' }) },
+    });
+    socket.emit('data', Buffer.from([0, 0])); // half a length prefix, then held 8 s
+    vi.advanceTimersByTime(8000 + 1999);
+    expect(closes).toEqual([]);
+    vi.advanceTimersByTime(1);
+    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_UNEXPECTED', reason: 'no hello within 2000 ms' })]);
+  });
+
+  it('a close while held releases the hold and counts the time held', () => {
+    const { socket, connection, held } = throttled(() => 5000);
+    socket.emit('data', encodeMessage(hello));
+    vi.advanceTimersByTime(1200);
+    connection.close('bye');
+    expect(held).toEqual([1200]);
+    expect(socket.paused).toBe(true); // never resumed: it is destroyed
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
 

@@ -45,7 +45,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const wallNow = () => performance.timeOrigin + performance.now();
 
 /** Runs `fn` over `items`, `parallel` at a time. */
-async function pool<T>(items: T[], parallel: number, fn: (item: T, i: number) => Promise<void>): Promise<void> {
+export async function pool<T>(items: T[], parallel: number, fn: (item: T, i: number) => Promise<void>): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(parallel, items.length) }, async () => {
@@ -59,7 +59,7 @@ async function pool<T>(items: T[], parallel: number, fn: (item: T, i: number) =>
 
 // ---------------------------------------------------------------- the client child
 
-interface Clients {
+export interface Clients {
   proc: ChildProcess;
   send: (m: unknown) => void;
   next: (op: string, timeoutMs: number) => Promise<any>;
@@ -76,7 +76,7 @@ function buildClients(): string {
   return (clientsBundle = outfile);
 }
 
-function startClients(): Clients {
+export function startClients(): Clients {
   const bundle = buildClients();
   // Its own fd limit: one socket per client (raised to the hard limit, 20,000 here).
   const proc = spawn('sh', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$1"', process.execPath, bundle], {

@@ -10,6 +10,9 @@
 //       client N sends a `phase` event (source "log": it does not change the state); `at`
 //       is the wall clock (sub-ms) just after the write.
 //   {"op":"stats"}                                   → {"op":"stats","sent","acked","closed"}
+//   {"op":"seqs"}                                    → {"op":"seqs","seqs":[[seq, acked] | null, …]}
+//       each client's last seq sent and highest ack (soak: nothing sent may be unacked)
+//   {"op":"quiet"}                                   → {"op":"quiet"}: the clients stop sending
 //   {"op":"stop"}                                    → closes everything and exits.
 //
 // Bounded: it exits by itself when stdin closes (the benchmark went away) or after
@@ -19,12 +22,13 @@ import readline from 'node:readline';
 import { initialStatus, type ProbeStatus } from '@vsockdiag/proto';
 import { ProbeClient } from '../harness/probe-client.js';
 
-const MAX_LIFETIME_MS = 10 * 60_000;
+const MAX_LIFETIME_MS = 15 * 60_000;
 const CONNECT_PARALLEL = 64;
 const clients: ProbeClient[] = [];
 const timers: NodeJS.Timeout[] = [];
 let sent = 0;
 let closed = 0;
+let quiet = false;
 
 const out = (m: unknown) => process.stdout.write(`${JSON.stringify(m)}\n`);
 const wallNow = () => performance.timeOrigin + performance.now();
@@ -61,7 +65,7 @@ async function connectAll(paths: string[], readyEvery: number): Promise<void> {
       void c.closed.then(() => closed++);
       // One small batch a second, starting at a random offset so the fleet is spread out.
       const tick = () => {
-        if (c.socket?.destroyed) return;
+        if (c.socket?.destroyed || quiet) return;
         c.events([{ kind: 'sockets', tcpInUse: 10 + (sent % 7), timeWait: sent % 3 }]);
         sent++;
       };
@@ -102,6 +106,11 @@ rl.on('line', (line) => {
       const acked = clients.reduce((a, c) => a + (c && c.acked >= c.seq ? 1 : 0), 0);
       return out({ op: 'stats', sent, acked, closed });
     }
+    case 'seqs':
+      return out({ op: 'seqs', seqs: clients.map((c) => (c ? [c.seq, c.acked] : null)) });
+    case 'quiet':
+      quiet = true;
+      return out({ op: 'quiet' });
     case 'stop':
       return stop();
   }

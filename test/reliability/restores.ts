@@ -9,7 +9,7 @@
 // marker under the life it was made in, and every probe event under the generation whose
 // start (its `fromSeq`) it follows.
 //
-// Standalone: node test/run-ts.mjs test/reliability/restores.ts [--small]
+// Alone: node test/run-ts.mjs test/reliability/run.ts restores
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -98,7 +98,7 @@ export async function run(opts: ScenarioOptions): Promise<ReliabilityRow[]> {
             `${latencies.length}/${resets} reconnected, slowest ${slowest} ms (p50 ${at(0.5)} ms, p95 ${at(0.95)} ms, bound ${bound} ms); ` +
             `generation ${final} of ${generation} expected, ${miscounted.length} miscounted; ${wrong.length} events under the wrong generation`,
           held,
-          command: `node test/run-ts.mjs test/reliability/restores.ts${opts.full ? '' : ' --small'}`,
+          command: 'node test/run-ts.mjs test/reliability/run.ts restores',
         },
       ];
     } finally {
@@ -132,10 +132,4 @@ function misfiled(events: any[], markers: Array<{ name: string; generation: numb
     if (e.generation !== expected) out.push(`${e.kind} seq ${e.seq} under generation ${e.generation}, expected ${expected}`);
   }
   return out;
-}
-
-if (path.basename(process.argv[1] ?? '') === 'restores.mjs') {
-  const rows = await run({ full: !process.argv.includes('--small'), log: (line) => console.error(line) });
-  for (const r of rows) console.log(`${r.held ? 'held' : 'NOT HELD'}  ${r.area}: ${r.scenario} — ${r.figure}\n  ${r.command}`);
-  if (!rows.every((r) => r.held)) process.exitCode = 1;
 }

@@ -10,6 +10,7 @@ import { OtlpExport } from '../export/otlp.js';
 import { Webhooks } from '../export/webhooks.js';
 import { isLoopbackName } from '../http/guard.js';
 import { buildHttp } from '../http/server.js';
+import type { BudgetLimits } from './budget.js';
 import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
 import { Discovery } from './discovery.js';
 import { DumpAnalyzer } from './dump-analyzer.js';
@@ -57,6 +58,9 @@ export interface CollectorOptions {
   /** Tests shorten the webhooks' backoff, the stuck wait and the OTLP flush interval, and
    *  bound the OTLP queue lower. */
   exportTuning?: { webhookBackoffMs?: number; stuckWaitMs?: number; otlpFlushMs?: number; otlpQueueBound?: number };
+  /** Each sandbox's budget, over DEFAULT_BUDGET (budget.ts); the reliability fuzzer turns
+   *  the reconnect penalty off to try a hostile frame per connection. */
+  budget?: Partial<BudgetLimits>;
 }
 
 export const DEFAULT_COLLECTOR_OPTIONS = {
@@ -114,6 +118,7 @@ export class Collector {
         targetName: DEFAULTS.target,
         ...(opts.udsRoots?.length ? { udsRoots: opts.udsRoots } : {}),
         ...(opts.socketGid !== undefined ? { socketGid: opts.socketGid } : {}),
+        ...(opts.budget ? { budget: opts.budget } : {}),
         conditions: {
           ...DEFAULT_CONDITION_SETTINGS,
           ...(opts.stormThreshold !== undefined ? { stormThreshold: opts.stormThreshold } : {}),

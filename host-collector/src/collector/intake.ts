@@ -1,5 +1,5 @@
 // The probe's side of one sandbox: takes the connections its listener accepts (refusing them
-// during a cool-down, past MAX_PENDING, or over the guest's budget) and is the SessionHost of
+// during a reconnect penalty, past MAX_PENDING, or over the guest's budget) and is the SessionHost of
 // each (session.ts): the hello opens a session, and a generation when there is evidence of a
 // new life of the VM (lives.ts), and answers the ack floor; events are filed under the
 // generation they were made in and go to the store and into the short histories; then gaps,
@@ -19,7 +19,7 @@ import {
   type ProtocolErrorCode,
 } from '@vsockdiag/proto';
 import type { GenerationCause, LifecycleEvent } from '../catalogue.js';
-import { Budget, type BudgetLimits } from './budget.js';
+import { Budget, type BudgetLimits, type LimitCounters } from './budget.js';
 import { GuestClock } from './clock.js';
 import type { SandboxHistory } from './history.js';
 import { generationOf, newLifeEvidence, restoreCut, type Expectation, type GenerationRecord, type LastContact } from './lives.js';
@@ -31,11 +31,6 @@ import { KEEP_GENERATIONS, type EventRecord, type Store } from './store.js';
  *  An honest probe dials one at a time, and the one session past hello is superseded by the
  *  next hello, so a sandbox never holds more than MAX_PENDING + 1 connections. */
 export const MAX_PENDING = 2;
-
-/** After a probe is cut off for misbehaving, its next connections are refused for this long:
- *  long enough that a guest cannot hammer the collector with bad sessions, short enough that
- *  an honest probe (reconnect backoff capped at 2 s) is back within a few seconds. */
-export const COOLDOWN_MS = 2000;
 
 /** Causes that mean a restore of the same memory: the probe's events run on across them. */
 const RESTORES: ReadonlySet<GenerationCause> = new Set<GenerationCause>(['lifecycle', 'uds-moved', 'monotonic', 'clock']);
@@ -95,6 +90,8 @@ export interface IntakeView {
   readonly disconnectedAt: number | undefined;
   readonly disconnectReason: string | undefined;
   readonly counters: Readonly<IntakeCounters>;
+  /** What the sandbox's budget did: throttles, cut-offs, offences, refusals, the penalty. */
+  readonly limits: Readonly<LimitCounters>;
 }
 
 export interface IntakeHooks {
@@ -132,14 +129,13 @@ export class Intake implements SessionHost, IntakeView {
   private readonly budget: Budget;
   /** Accepted connections that have not said hello yet. */
   private readonly pending = new Set<Session>();
-  private cooldownUntil = 0;
   private closed = false;
 
   constructor(
     private readonly sandboxId: string,
     private readonly store: Store,
     private readonly history: SandboxHistory,
-    budget: BudgetLimits | undefined,
+    budget: Partial<BudgetLimits> | undefined,
     private readonly log: Logger,
     private readonly hooks: IntakeHooks,
   ) {
@@ -208,19 +204,18 @@ export class Intake implements SessionHost, IntakeView {
     return this.count;
   }
 
-  /** Refuses (closes at once, before any byte is read) a connection during a cool-down, past
-   *  the pending limit, or over the frame budget (each connection costs a frame, so dialling
-   *  in a loop is rate-limited like sending is). */
+  get limits(): Readonly<LimitCounters> {
+    return this.budget.counters;
+  }
+
+  /** Refuses (closes at once, before any byte is read) a connection during a reconnect
+   *  penalty, past the pending limit, or over the frame budget (budget.ts). */
   accept(socket: net.Socket): void {
     // While the store cannot write, a probe keeps its events in its ring: refusing it is the
     // back-pressure (it retries with its backoff), not taking what cannot be stored.
-    if (
-      this.closed ||
-      this.store.writeError !== null ||
-      Date.now() < this.cooldownUntil ||
-      this.pending.size >= MAX_PENDING ||
-      !this.budget.spendFrame()
-    ) {
+    if (this.closed) this.budget.refused('closed');
+    else if (this.store.writeError !== null) this.budget.refused('store');
+    if (this.closed || this.store.writeError !== null || this.budget.refuse(this.pending.size, MAX_PENDING) !== null) {
       this.count.refused++;
       socket.destroy();
       return;
@@ -475,10 +470,10 @@ export class Intake implements SessionHost, IntakeView {
     this.pending.delete(session);
     if (code) {
       this.count.protocolErrors++;
-      // Only a guest that sent what it must not cools down: not a link that went quiet (a
+      // Only a guest that sent what it must not is penalised: not a link that went quiet (a
       // snapshot's transport reset can look like that) or was cut mid-frame (a probe killed,
       // a reset), nor the collector's own failures. Clean closes carry no code at all.
-      if (PROTOCOL_ERROR_CODES[code].cause === 'peer') this.cooldownUntil = Date.now() + COOLDOWN_MS;
+      if (PROTOCOL_ERROR_CODES[code].cause === 'peer') this.budget.offended(code);
     }
     if (session.number > 0) {
       const clocks = session === this.live && this.last ? { ...this.last, skewMs: this.history.skewMs } : undefined;

@@ -24,7 +24,7 @@ export interface SandboxSettings {
   startDeadlineMs: number;
   targetName: string;
   conditions: Omit<ConditionSettings, 'stallAfterMs'>;
-  budget?: BudgetLimits;
+  budget?: Partial<BudgetLimits>;
   /** Group given the vsock sockets (mode 0660), for a jailed Firecracker under its own uid;
    *  without one they are 0600: the collector's user alone. */
   socketGid?: number;

@@ -8,6 +8,8 @@
 // Lifecycle: accept → hello (within HELLO_TIMEOUT_MS, in a frame of at most
 // MAX_HELLO_FRAME_BYTES) → welcome{ack} → events/gap/heartbeat … (frames up to
 // MAX_FRAME_BYTES) → close (socket end/error, protocol error, budget, idle timeout, superseded).
+// Over budget, the session first stops reading for a while (budget.ts), and is cut off only
+// when that goes on.
 
 import type net from 'node:net';
 import {
@@ -144,6 +146,8 @@ export class Session {
           this.lastSeq = e.seq;
         }
         if (events.length === 0) return;
+        // Over the events budget: read no more for a while (or cut off: this throws).
+        this.connection.throttle(this.budget.spendEvents(events.length));
         const upTo = this.lastSeq;
         this.host.onEvents(this, events, (err) => {
           if (err) {

@@ -7,6 +7,7 @@
 import client from 'prom-client';
 import type { FastifyInstance } from 'fastify';
 import { CONDITIONS, STATES, type ConditionName } from '../catalogue.js';
+import type { LimitCounters } from '../collector/budget.js';
 import type { IntakeCounters } from '../collector/intake.js';
 import type { Registry } from '../collector/registry.js';
 import { Text } from './schemas.js';
@@ -118,7 +119,68 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry, opts: Me
     'protocolErrors',
   );
   counter('vsockdiag_gaps_total', 'Event ranges the probe reported lost from its ring', 'gaps');
-  counter('vsockdiag_connections_refused_total', 'Probe connections refused (cool-down, too many before hello, or over budget)', 'refused');
+  counter(
+    'vsockdiag_connections_refused_total',
+    'Probe connections refused (reconnect penalty, too many before hello, over budget, or the store cannot write)',
+    'refused',
+  );
+
+  // What each sandbox's budget did to its guest (budget.ts), by reason: the fleet's counts
+  // (with what unregistered sandboxes had counted, so they never go down), and one series
+  // per sandbox only with --metrics-per-sandbox.
+  const limitReaders: [name: string, help: string, read: (l: LimitCounters) => Record<string, number>][] = [
+    [
+      'guest_throttled_total',
+      'Times reading from a guest was paused for being over budget, by bucket (bytes, frames, events)',
+      (l) => l.throttled,
+    ],
+    [
+      'guest_throttled_seconds_total',
+      'Time reading from a guest stayed paused (reason: budget)',
+      (l) => ({ budget: l.throttledMs / 1000 }),
+    ],
+    [
+      'guest_cutoffs_total',
+      'Guest connections closed for what the guest sent, by protocol error code (ERR_RATE_LIMIT: over budget too long)',
+      (l) => l.offences,
+    ],
+    ['guest_refused_total', 'Guest connections refused at accept, by reason (penalty, pending, frames, closed, store)', (l) => l.refused],
+  ];
+  const retiredLimits = limitReaders.map(() => new Map<string, number>());
+  registry.on('added', (sb) =>
+    sb.once('removed', () =>
+      limitReaders.forEach(([, , read], i) => {
+        for (const [reason, n] of Object.entries(read(sb.intake.limits)))
+          retiredLimits[i]!.set(reason, (retiredLimits[i]!.get(reason) ?? 0) + n);
+      }),
+    ),
+  );
+  limitReaders.forEach(([name, help, read], i) => {
+    new client.Counter({
+      name: `vsockdiag_${name}`,
+      help,
+      labelNames: ['reason'],
+      registers: [reg],
+      collect() {
+        const totals = new Map(retiredLimits[i]!);
+        for (const sb of all())
+          for (const [reason, n] of Object.entries(read(sb.intake.limits))) totals.set(reason, (totals.get(reason) ?? 0) + n);
+        this.reset();
+        for (const [reason, n] of totals) this.inc({ reason }, n);
+      },
+    });
+    if (!perSandbox) return;
+    new client.Counter({
+      name: `vsockdiag_sandbox_${name}`,
+      help: `Per sandbox: ${help[0]!.toLowerCase()}${help.slice(1)}`,
+      labelNames: ['sandbox', 'reason'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const sb of all()) for (const [reason, n] of Object.entries(read(sb.intake.limits))) this.inc({ sandbox: sb.id, reason }, n);
+      },
+    });
+  });
 
   // Text/plain 0.0.4, whatever the API's other routes answer.
   const text = { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: Text } } };

@@ -100,6 +100,8 @@ export function detail(sb: Sandbox, phases: PhaseRecord[], morePhases: boolean, 
     /** Where the newest goroutine dump of the current target found it blocked (also in a stuck reason). */
     blocked: history.blocked && status?.target?.pid === history.blocked.pid ? history.blocked : null,
     counters: intake.counters,
+    /** What the sandbox's budget did: throttles, cut-offs by code, refusals, the penalty. */
+    limits: intake.limits,
   } satisfies SandboxDetailJson;
 }
 

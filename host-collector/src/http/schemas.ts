@@ -212,6 +212,18 @@ export const SandboxDetail = Type.Object(
     dumps: Type.Array(RecentDump),
     blocked: Nullable(Type.Object({ pid: Int(1), text: Type.String(), dumpId: Int(1) })),
     counters: Counters,
+    limits: Type.Object(
+      {
+        throttled: Type.Record(Type.String(), Int(), { description: 'times reading was paused, by the bucket that ran dry' }),
+        throttledMs: Type.Number(),
+        cutoffs: Int(),
+        offences: Type.Record(Type.String(), Int(), { description: 'closes the guest caused, by protocol error code' }),
+        refused: Type.Record(Type.String(), Int(), { description: 'connections refused at accept, by reason' }),
+        nextPenaltyMs: Type.Number(),
+        penaltyUntil: Nullable(Type.Number()),
+      },
+      { description: "what the sandbox's budget did to its guest (budget.ts)", ...Open },
+    ),
   },
   { title: 'SandboxDetail' },
 );

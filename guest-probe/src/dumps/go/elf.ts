@@ -69,8 +69,10 @@ export class ElfFile {
     this.fd = -1;
   }
 
-  /** Reads up to `len` bytes at file offset `pos` (shorter only at the end of the file), into `into` when it is large enough. */
+  /** Reads up to `len` bytes at file offset `pos` (shorter only at the end of the file), into `into` when it is large enough.
+   *  Never allocates more than the file holds there, whatever a (hostile) length field says. */
   read(pos: number, len: number, into?: Buffer): Buffer {
+    len = pos >= 0 && pos < this.fileSize && len > 0 ? Math.min(len, this.fileSize - pos) : 0;
     const buf = into && into.length >= len ? into.subarray(0, len) : Buffer.allocUnsafe(len);
     let got = 0;
     while (got < len) {
@@ -97,6 +99,11 @@ export class ElfFile {
   /** The whole section's bytes (in `into` when it is large enough); throws if it has none in the file. */
   sectionData(s: ElfSection, into?: Buffer): Buffer {
     if (s.nobits) throw new Error(`${this.path}: section ${s.name} has no bytes in the file`);
+    if (s.offset + s.size > this.fileSize) {
+      throw new NotElfError(
+        `${this.path}: section ${s.name} (${s.size} bytes at ${s.offset}) runs past the end of the file (${this.fileSize} bytes)`,
+      );
+    }
     return this.read(s.offset, s.size, into);
   }
 
@@ -117,11 +124,22 @@ export class ElfFile {
     return this.read(off, len);
   }
 
+  /** A header table: `num` entries of `entsize` (at least `min`) bytes at `off`, all in the file. */
+  private table(kind: string, off: number, entsize: number, num: number, min: number): Buffer {
+    if (num === 0) return Buffer.alloc(0);
+    if (entsize < min) throw new NotElfError(`${this.path}: ${kind} header entries of ${entsize} bytes (an ELF64 one has ${min})`);
+    const table = this.read(off, entsize * num);
+    if (table.length < entsize * num) {
+      throw new NotElfError(`${this.path}: the ${kind} header table (${num} × ${entsize} bytes at ${off}) runs past the end of the file`);
+    }
+    return table;
+  }
+
   private readSegments(h: Buffer): ElfSegment[] {
     const phoff = Number(h.readBigUInt64LE(32));
     const phentsize = h.readUInt16LE(54);
     const phnum = h.readUInt16LE(56);
-    const table = this.read(phoff, phentsize * phnum);
+    const table = this.table('program', phoff, phentsize, phnum, 56);
     const out: ElfSegment[] = [];
     for (let i = 0; i < phnum; i++) {
       const p = i * phentsize;
@@ -143,7 +161,7 @@ export class ElfFile {
     const shnum = h.readUInt16LE(60);
     const shstrndx = h.readUInt16LE(62);
     if (shoff === 0 || shnum === 0) return [];
-    const table = this.read(shoff, shentsize * shnum);
+    const table = this.table('section', shoff, shentsize, shnum, 64);
     const raw = [];
     for (let i = 0; i < shnum; i++) {
       const p = i * shentsize;

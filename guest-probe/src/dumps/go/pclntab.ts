@@ -116,7 +116,23 @@ export class Pclntab {
 
   /** Entry of function i, absolute. i === nfunc gives the end of the last function. */
   entryOf(i: number): number {
-    return this.textStart + this.data.readUInt32LE(this.pclntable + 8 * i);
+    return this.textStart + this.u32(this.pclntable + 8 * i);
+  }
+
+  // The table comes from the target's binary: an offset in it may point anywhere, and a read
+  // past its end is a damaged table, said as such (not a buffer's RangeError).
+  private u32(at: number): number {
+    if (!(at >= 0 && at + 4 <= this.data.length)) throw this.outside(at);
+    return this.data.readUInt32LE(at);
+  }
+
+  private i32(at: number): number {
+    if (!(at >= 0 && at + 4 <= this.data.length)) throw this.outside(at);
+    return this.data.readInt32LE(at);
+  }
+
+  private outside(at: number): PclntabError {
+    return new PclntabError(`.gopclntab is damaged: it points at offset ${at}, past its end (${this.data.length} bytes)`);
   }
 
   /** The function that contains pc, or undefined (binary search over the function table). */
@@ -134,22 +150,22 @@ export class Pclntab {
 
   func(i: number): Func {
     const d = this.data;
-    const off = this.pclntable + d.readUInt32LE(this.pclntable + 8 * i + 4);
-    const u = (k: number) => d.readUInt32LE(off + 4 * k);
+    const off = this.pclntable + this.u32(this.pclntable + 8 * i + 4);
+    const u = (k: number) => this.u32(off + 4 * k);
     const tail = off + (this.format === '1.18' ? 36 : 40);
     return {
       index: i,
       entry: this.textStart + u(0),
       end: this.entryOf(i + 1),
       off,
-      nameOff: d.readInt32LE(off + 4),
-      args: d.readInt32LE(off + 8),
+      nameOff: this.i32(off + 4),
+      args: this.i32(off + 8),
       pcsp: u(4),
       pcfile: u(5),
       pcln: u(6),
       npcdata: u(7),
       cuOffset: u(8),
-      startLine: this.format === '1.18' ? 0 : d.readInt32LE(off + 36),
+      startLine: this.format === '1.18' ? 0 : this.i32(off + 36),
       funcID: d[tail] ?? 0,
       flag: d[tail + 1] ?? 0,
       nfuncdata: d[tail + 3] ?? 0,
@@ -175,8 +191,8 @@ export class Pclntab {
     const want = Buffer.from(`${name}\0`, 'utf8');
     const d = this.data;
     for (let i = 0; i < this.nfunc; i++) {
-      const off = d.readUInt32LE(this.pclntable + 8 * i + 4);
-      const start = this.funcnametab + d.readInt32LE(this.pclntable + off + 4);
+      const off = this.u32(this.pclntable + 8 * i + 4);
+      const start = this.funcnametab + this.i32(this.pclntable + off + 4);
       if (d[start] === want[0] && start + want.length <= d.length && d.compare(want, 0, want.length, start, start + want.length) === 0)
         return this.func(i);
     }
@@ -226,13 +242,13 @@ export class Pclntab {
   /** PCDATA table `table` at pc, or -1. */
   pcdata(f: Func, table: number, pc: number): number {
     if (table >= f.npcdata) return -1;
-    return this.pcvalue(f, this.data.readUInt32LE(f.off + this.funcSize + 4 * table), pc);
+    return this.pcvalue(f, this.u32(f.off + this.funcSize + 4 * table), pc);
   }
 
   /** FUNCDATA `i`'s offset from moduledata.gofunc, or null when the function has none. */
   funcdataOffset(f: Func, i: number): number | null {
     if (i >= f.nfuncdata) return null;
-    const v = this.data.readUInt32LE(f.off + this.funcSize + 4 * f.npcdata + 4 * i);
+    const v = this.u32(f.off + this.funcSize + 4 * f.npcdata + 4 * i);
     return v === 0xffffffff ? null : v;
   }
 
