@@ -16,11 +16,13 @@ type Condition struct {
 
 // SandboxSummary is a sandbox in the list, and what a registration answers.
 type SandboxSummary struct {
-	ID         string      `json:"id"`
-	State      string      `json:"state"`
-	Reason     string      `json:"reason"`
-	Since      string      `json:"since"`
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+	Since  string `json:"since"`
+	// Generation is the life of the VM (a boot or a restore); Session the probe connection.
 	Generation int         `json:"generation"`
+	Session    int         `json:"session"`
 	Connected  bool        `json:"connected"`
 	LastPhase  *string     `json:"lastPhase"`
 	Conditions []Condition `json:"conditions"`
@@ -32,6 +34,7 @@ type Readiness struct {
 	State      string `json:"state"`
 	Reason     string `json:"reason"`
 	Generation int    `json:"generation"`
+	Session    int    `json:"session"`
 }
 
 // SandboxDetail is one sandbox in detail (GET /v1/sandboxes/{id}). What the probe reported
@@ -39,26 +42,41 @@ type Readiness struct {
 // the guest's (docs/openapi.json lists the known ones).
 type SandboxDetail struct {
 	SandboxSummary
-	UDSPath        string            `json:"udsPath"`
-	SocketPath     string            `json:"socketPath"`
-	Source         string            `json:"source"`
-	ConnectedAt    *string           `json:"connectedAt"`
-	DisconnectedAt *string           `json:"disconnectedAt"`
-	Probe          json.RawMessage   `json:"probe"`
-	Target         json.RawMessage   `json:"target"`
-	Listener       json.RawMessage   `json:"listener"`
-	Readiness      json.RawMessage   `json:"readiness"`
-	Health         json.RawMessage   `json:"health"`
-	Sockets        json.RawMessage   `json:"sockets"`
-	System         json.RawMessage   `json:"system"`
-	ClockSkewMs    *float64          `json:"clockSkewMs"`
-	Kernel         []json.RawMessage `json:"kernel"`
-	Threads        []json.RawMessage `json:"threads"`
-	Phases         []json.RawMessage `json:"phases"`
-	MorePhases     bool              `json:"morePhases"`
-	Dumps          []json.RawMessage `json:"dumps"`
-	Blocked        *Blocked          `json:"blocked"`
-	Counters       json.RawMessage   `json:"counters"`
+	UDSPath    string `json:"udsPath"`
+	SocketPath string `json:"socketPath"`
+	Source     string `json:"source"`
+	// GenerationInfo says why the current generation began (cause: boot, vmgenid, clock, …).
+	GenerationInfo      *GenerationInfo   `json:"generationInfo"`
+	PausedSince         *string           `json:"pausedSince"`
+	ExpectNewGeneration bool              `json:"expectNewGeneration"`
+	ConnectedAt         *string           `json:"connectedAt"`
+	DisconnectedAt      *string           `json:"disconnectedAt"`
+	Probe               json.RawMessage   `json:"probe"`
+	Target              json.RawMessage   `json:"target"`
+	Listener            json.RawMessage   `json:"listener"`
+	Readiness           json.RawMessage   `json:"readiness"`
+	Health              json.RawMessage   `json:"health"`
+	Sockets             json.RawMessage   `json:"sockets"`
+	System              json.RawMessage   `json:"system"`
+	ClockSkewMs         *float64          `json:"clockSkewMs"`
+	Kernel              []json.RawMessage `json:"kernel"`
+	Threads             []json.RawMessage `json:"threads"`
+	Phases              []json.RawMessage `json:"phases"`
+	MorePhases          bool              `json:"morePhases"`
+	Dumps               []json.RawMessage `json:"dumps"`
+	Blocked             *Blocked          `json:"blocked"`
+	Counters            json.RawMessage   `json:"counters"`
+	// Limits is what the sandbox's budget did to its guest: throttles, cut-offs, refusals.
+	Limits json.RawMessage `json:"limits"`
+}
+
+// GenerationInfo is why a sandbox's current generation (a life of its VM) began, and when.
+type GenerationInfo struct {
+	Generation int     `json:"generation"`
+	Cause      string  `json:"cause"`
+	Detail     string  `json:"detail"`
+	Since      string  `json:"since"`
+	FromSeq    float64 `json:"fromSeq"`
 }
 
 // Blocked is where the newest goroutine dump of the current target found it blocked.
