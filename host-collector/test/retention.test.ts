@@ -95,7 +95,9 @@ function answerDumps(m: CollectorMessage, c: ProbeClient): void {
 
 describe('a guest flooding the history', () => {
   it('many tiny events never erase the state and dump events', async () => {
-    const { url, socket } = await start();
+    // Retention, not the rate limit, is under test: a budget that lets the 21,504 events in
+    // at once (the default would pace them at 1,000/s past a 10,000 burst, by design).
+    const { url, socket } = await start({ budget: { burstEvents: 50_000 } });
     const p = connectProbe(socket, { onMessage: answerDumps });
     await p.connect();
     const dump = await fetch(`${url}/v1/sandboxes/vm/dumps`, {
