@@ -76,6 +76,9 @@ export function buildHttp(opts: HttpOptions): FastifyInstance {
     // Per-request log lines would drown the collector's own at hundreds of requests a second.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,
+    // On close, end the connections still open: a client that stops reading a large answer
+    // (a dashboard asset, a dump's text) otherwise keeps the collector from exiting on SIGTERM.
+    forceCloseConnections: true,
     schemaErrorFormatter: (errors, dataVar) => new Error(schemaErrorMessage(errors as ErrorObject[], dataVar)),
     // Sandbox ids may be 128 characters (SANDBOX_ID_PATTERN); the router's default limit of
     // 100 answered valid longer ids with 414 before any route ran.
