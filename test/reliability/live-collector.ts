@@ -52,7 +52,16 @@ export async function startLiveCollector(opts: Partial<CollectorOptions> = {}): 
     env: { ...process.env, VSOCKDIAG_LOG_LEVEL: 'error' },
   });
   const errors: string[] = [];
-  readline.createInterface({ input: proc.stderr! }).on('line', (l) => errors.length < 1000 && errors.push(l));
+  // Records at error level or above, and anything that is not a record (a crash's trace).
+  const isError = (line: string) => {
+    try {
+      const { level } = JSON.parse(line) as { level?: unknown };
+      return level === 'error' || level === 'fatal' || (typeof level === 'number' && level >= 50);
+    } catch {
+      return line.trim() !== '';
+    }
+  };
+  readline.createInterface({ input: proc.stderr! }).on('line', (l) => errors.length < 1000 && isError(l) && errors.push(l));
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   const stop = async () => {
     if (proc.exitCode === null && proc.signalCode === null) {
