@@ -178,12 +178,14 @@ async function notifyFlood(opts: ScenarioOptions, root: string, c: CollectorProc
       area: AREA,
       scenario: `sd_notify flood for ${secs(wall)} (one sender, as fast as it can)`,
       figure: `${sent} datagrams (${Math.round(sent / (wall / 1000))}/s); probe RSS ${mib(r.first)} → peak ${mib(r.peak)}, CPU ${(cpu * 100).toFixed(0)} % of a core; ${stored} phase events stored (the rate limit), drops said in ${notices} notice(s); link ${connected ? 'up' : 'DOWN'} after${sessions0 !== null ? `, sessions ${sessions0} → ${d.sessions}` : ''}`,
-      // The flood is recorded at NOTIFY_EVENTS_PER_SEC after a burst, the rest counted.
+      // The flood is recorded at NOTIFY_EVENTS_PER_SEC after a burst, the rest counted. CPU
+      // is a speed figure (it follows how fast this machine's sender can go): judged in the
+      // full run that RELIABILITY.md reports, not in make test's small one.
       held:
         alive &&
         connected === true &&
         r.peak < PROBE_RSS_BOUND &&
-        cpu < PROBE_CPU_BOUND &&
+        (!opts.full || cpu < PROBE_CPU_BOUND) &&
         stored <= NOTIFY_BURST + (NOTIFY_EVENTS_PER_SEC * (wall + 2000)) / 1000 &&
         notices > 0,
       command: COMMAND,
