@@ -7,21 +7,16 @@
 import http from 'node:http';
 import type net from 'node:net';
 import { initialStatus } from '@vsockdiag/proto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { helloMessage } from '../../test/support/hello.js';
 import { waitFor } from '../../test/support/wait.js';
 import { buildFleet, fakeProbes } from './support/fleet.js';
 import { inProcessCollectors } from './support/collector.js';
+import { serversClosedAfterEach } from './support/servers.js';
 
 const collectors = inProcessCollectors('vd-otlp-');
 const probe = fakeProbes();
-const servers: http.Server[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
-});
+const servers = serversClosedAfterEach();
 
 type AnyValue = { stringValue?: string; intValue?: number | string; boolValue?: boolean; arrayValue?: { values: AnyValue[] } };
 type KeyValue = { key: string; value: AnyValue };

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { initialStatus, type CollectorMessage, type EventBody, type Hello } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
-import { ProbeClient } from '../../test/harness/probe-client.js';
+import { ProbeClient, answerThreadsDump } from '../../test/harness/probe-client.js';
 import { waitFor } from '../../test/support/wait.js';
 import type { CollectorOptions } from '../src/collector/collector.js';
 import { AUTO_DUMP_SETS } from '../src/collector/dump-service.js';
@@ -81,24 +81,13 @@ const bigLog = (n: number): EventBody => ({
 });
 
 /** Answers every dump command with a small threads dump, as a probe would. */
-function answerDumps(m: CollectorMessage, c: ProbeClient): void {
-  if (m.type !== 'command' || m.op !== 'dump') return;
-  const text = Buffer.from(`threads of envd (pid 42)\ntask 42 S futex_wait_queue\n`);
-  c.send({ type: 'dump.chunk', id: m.id, index: 0, data: text });
-  c.send({
-    type: 'result',
-    id: m.id,
-    ok: true,
-    dump: { mode: m.mode ?? 'threads', source: 'proc', complete: true, bytes: text.length, chunks: 1, pid: 42 },
-  });
-}
 
 describe('a guest flooding the history', () => {
   it('many tiny events never erase the state and dump events', async () => {
     // Retention, not the rate limit, is under test: a budget that lets the 21,504 events in
     // at once (the default would pace them at 1,000/s past a 10,000 burst, by design).
     const { url, socket } = await start({ budget: { burstEvents: 50_000 } });
-    const p = connectProbe(socket, { onMessage: answerDumps });
+    const p = connectProbe(socket, { onMessage: answerThreadsDump });
     await p.connect();
     const dump = await fetch(`${url}/v1/sandboxes/vm/dumps`, {
       method: 'POST',
@@ -243,7 +232,7 @@ describe('automatic dumps', () => {
         status: hung,
         onMessage: (m, c) => {
           if (m.type === 'command') commands.push(m);
-          answerDumps(m, c);
+          answerThreadsDump(m, c);
         },
       });
       await p.connect();

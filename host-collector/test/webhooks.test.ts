@@ -6,21 +6,16 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { waitFor } from '../../test/support/wait.js';
 import { SIGNATURE_HEADER, type WebhookPayload } from '../src/export/webhooks.js';
 import { buildFleet, fakeProbes } from './support/fleet.js';
 import { inProcessCollectors } from './support/collector.js';
+import { serversClosedAfterEach } from './support/servers.js';
 
 const collectors = inProcessCollectors('vd-webhooks-');
 const probe = fakeProbes();
-const servers: http.Server[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
-});
+const servers = serversClosedAfterEach();
 
 interface Received {
   headers: http.IncomingHttpHeaders;

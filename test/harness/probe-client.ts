@@ -134,3 +134,15 @@ export class ProbeClient {
     this.socket?.destroy();
   }
 }
+
+/** A small threads dump of "envd" (pid 42), as a probe without /proc can give one. */
+const THREADS_DUMP = Buffer.from('threads of envd (pid 42)\ntask 42 S futex_wait_queue\n');
+
+/** Answers a collector's dump command with THREADS_DUMP in one chunk; true if `m` was one. */
+export function answerThreadsDump(m: CollectorMessage, c: ProbeClient): boolean {
+  if (m.type !== 'command' || m.op !== 'dump') return false;
+  c.send({ type: 'dump.chunk', id: m.id, index: 0, data: THREADS_DUMP });
+  const dump = { mode: m.mode ?? 'threads', source: 'proc' as const, complete: true, bytes: THREADS_DUMP.length, chunks: 1, pid: 42 };
+  c.send({ type: 'result', id: m.id, ok: true, dump });
+  return true;
+}

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { DEFAULTS, type CollectorMessage } from '@vsockdiag/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startCollector, type CollectorProcess } from '../harness/collector.js';
-import { ProbeClient } from '../harness/probe-client.js';
+import { ProbeClient, answerThreadsDump } from '../harness/probe-client.js';
 import { waitFor } from '../support/wait.js';
 
 const run = promisify(execFile);
@@ -93,15 +93,7 @@ describe('the Go client', () => {
       });
       if (goDone) return;
       const onMessage = (m: CollectorMessage, c: ProbeClient) => {
-        if (m.type !== 'command' || m.op !== 'dump') return;
-        const text = Buffer.from('threads of envd (pid 42)\ntask 42 S futex_wait_queue\n');
-        c.send({ type: 'dump.chunk', id: m.id, index: 0, data: text });
-        c.send({
-          type: 'result',
-          id: m.id,
-          ok: true,
-          dump: { mode: m.mode ?? 'threads', source: 'proc', complete: true, bytes: text.length, chunks: 1, pid: 42 },
-        });
+        if (!answerThreadsDump(m, c)) return;
         c.events([{ kind: 'listener.bound', port: DEFAULTS.expectPort, address: '0.0.0.0', inode: 7, pid: 42 }]);
       };
       const probe = new ProbeClient({

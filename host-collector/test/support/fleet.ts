@@ -7,7 +7,7 @@
 import path from 'node:path';
 import type { ProbeEvent, ProbeMessage, ProbeStatus } from '@vsockdiag/proto';
 import { afterEach } from 'vitest';
-import { ProbeClient } from '../../../test/harness/probe-client.js';
+import { ProbeClient, answerThreadsDump } from '../../../test/harness/probe-client.js';
 import { waitFor } from '../../../test/support/wait.js';
 import type { Collector } from '../../src/collector/collector.js';
 
@@ -20,7 +20,6 @@ export interface FakeProbe {
 
 const TARGET = { pid: 42, name: 'envd', source: 'name' as const };
 const NOT_BOUND = { port: 49983, bound: false };
-const DUMP_TEXT = Buffer.from('threads of envd (pid 42)\ntask 42 S futex_wait_queue\n');
 
 export type ProbeStarter = (
   socketPath: string,
@@ -43,11 +42,8 @@ export function fakeProbes(): ProbeStarter {
       ...(opts.bootId ? { bootId: opts.bootId } : {}),
       onMessage: (m, c) => {
         if (m.type !== 'command') return;
-        if (!opts.dumps || m.op !== 'dump')
-          return void c.send({ type: 'result', id: m.id, ok: false, error: 'no dumps from this fake probe' });
-        c.send({ type: 'dump.chunk', id: m.id, index: 0, data: DUMP_TEXT });
-        const dump = { mode: m.mode ?? 'threads', source: 'proc' as const, complete: true, bytes: DUMP_TEXT.length, chunks: 1, pid: 42 };
-        c.send({ type: 'result', id: m.id, ok: true, dump });
+        if (opts.dumps && answerThreadsDump(m, c)) return;
+        c.send({ type: 'result', id: m.id, ok: false, error: 'no dumps from this fake probe' });
       },
     });
     open.push(p);
