@@ -21,8 +21,8 @@ import { PROBE_BIN, PROBE_ENV, ROOT, startCollector, waitForState, type Collecto
 import { waitFor } from '../support/wait.js';
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
-import { FirecrackerVsock, guestHostPath, guestListenPath } from '../harness/firecracker.js';
-import { descendants, namespacesAvailable } from '../harness/sandbox.js';
+import { FirecrackerVsock } from '../harness/firecracker.js';
+import { descendants, namespacesAvailable, probeCommand } from '../harness/sandbox.js';
 import { cpuMs, statusFields } from './proc.js';
 
 export const LOAD = { processes: 500, connections: 5000 } as const;
@@ -193,18 +193,7 @@ export async function startLoadedSandbox(
   const probe = [
     'env',
     ...Object.entries(PROBE_ENV).map(([k, v]) => `${k}=${v}`),
-    process.execPath,
-    PROBE_BIN,
-    '--connect',
-    `unix:${guestHostPath(dir, DEFAULTS.vsockPort)}`,
-    '--listen',
-    `unix:${guestListenPath(dir, DEFAULTS.probePort)}`,
-    '--notify-socket',
-    notify,
-    '--expect-port',
-    String(DEFAULTS.expectPort),
-    '--target',
-    TARGET,
+    ...probeCommand(dir, notify, DEFAULTS.expectPort, TARGET),
   ];
   const lines = [
     ...loadLines(dir, load.processes, load.connections),

@@ -122,6 +122,25 @@ export function descendants(pid: number): number[] {
   return out;
 }
 
+/** The probe's command line in a sandbox folder: connected as Firecracker's guest side
+ *  would be (test/harness/firecracker.ts), with its notify socket and target. */
+export function probeCommand(dir: string, notify: string, expectPort: number, target: string): string[] {
+  return [
+    process.execPath,
+    PROBE_BIN,
+    '--connect',
+    `unix:${guestHostPath(dir, DEFAULTS.vsockPort)}`,
+    '--listen',
+    `unix:${guestListenPath(dir, DEFAULTS.probePort)}`,
+    '--notify-socket',
+    notify,
+    '--expect-port',
+    String(expectPort),
+    '--target',
+    target,
+  ];
+}
+
 export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
   const envdBin = await buildFakeEnvd();
   const isolated = opts.isolate ?? namespacesAvailable();
@@ -144,18 +163,7 @@ export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
   const expectPort = isolated ? DEFAULTS.expectPort : await freePort();
   const notify = path.join(dir, 'notify.sock');
   const probe = [
-    process.execPath,
-    PROBE_BIN,
-    '--connect',
-    `unix:${guestHostPath(dir, DEFAULTS.vsockPort)}`,
-    '--listen',
-    `unix:${guestListenPath(dir, DEFAULTS.probePort)}`,
-    '--notify-socket',
-    notify,
-    '--expect-port',
-    String(expectPort),
-    '--target',
-    'fake-envd',
+    ...probeCommand(dir, notify, expectPort, 'fake-envd'),
     // "{port}" in extra flags stands for the expected port (distinct per sandbox without namespaces).
     ...(opts.probeArgs ?? []).map((a) => a.replaceAll('{port}', String(expectPort))),
   ];
