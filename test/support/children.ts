@@ -55,7 +55,7 @@ export function waitForOutput(child: ChildProcess, stream: 'stdout' | 'stderr', 
     const done = (err?: Error) => {
       clearTimeout(timer);
       out.removeListener('data', onData);
-      child.removeListener('exit', onExit);
+      child.removeListener('close', onClose);
       if (err) reject(err);
       else resolve();
     };
@@ -63,10 +63,12 @@ export function waitForOutput(child: ChildProcess, stream: 'stdout' | 'stderr', 
       seen += chunk.toString();
       if (seen.includes(text)) done();
     };
-    const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+    // 'close', not 'exit': it comes after the child's pipes have given all they had, so what
+    // it printed last is in the message (on a busy machine 'exit' can come before that data).
+    const onClose = (code: number | null, signal: NodeJS.Signals | null) =>
       done(new Error(`exited (${signal ?? code}) before "${text}" on ${stream}: ${seen}`));
     const timer = setTimeout(() => done(new Error(`no "${text}" on ${stream} within ${timeoutMs} ms; got: ${seen}`)), timeoutMs);
     out.on('data', onData);
-    child.once('exit', onExit);
+    child.once('close', onClose);
   });
 }
