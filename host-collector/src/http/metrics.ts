@@ -112,7 +112,7 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry, opts: Me
       },
     });
   counter('vsockdiag_events_received_total', 'Probe events received', 'events');
-  counter('vsockdiag_sessions_total', 'Probe sessions opened (one per generation)', 'sessions');
+  counter('vsockdiag_sessions_total', 'Probe sessions opened (connections; a generation may have many)', 'sessions');
   counter(
     'vsockdiag_protocol_errors_total',
     'Probe connections closed for a protocol error (bad frames, msgpack, schema, …)',
