@@ -3,6 +3,7 @@
 // callback (which sends the probe its ack) runs only after that commit: an acked event
 // survives a collector crash. (synchronous=NORMAL: durable against a crash of this
 // process; a host power loss may lose the last commits, but then the VMs are gone too.)
+// The WAL is copied into the database by a worker thread (checkpointer.ts), not in commits.
 //
 // A write that fails for want of space or an I/O error (a full disk) does not fail the
 // events: they stay queued, unacked, and the store retries every WRITE_RETRY_MS; meanwhile
@@ -20,6 +21,7 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import Database from 'better-sqlite3';
 import type { GenerationCause } from '../catalogue.js';
+import { Checkpointer } from './checkpointer.js';
 import { capEventData } from './event-size.js';
 import type { GenerationRecord, LastContact } from './lives.js';
 
@@ -115,6 +117,8 @@ export type StoredDumpBlob = StoredDump & { gz: Buffer };
 
 /** How long writes wait to be committed together (acks wait for the commit). */
 export const GROUP_COMMIT_MS = 5;
+/** The WAL file's size kept on disk between bursts. */
+const WAL_KEEP_BYTES = 16 * 2 ** 20;
 
 /** How often a store whose writes fail for want of space (or an I/O error) tries again. */
 export const WRITE_RETRY_MS = 1000;
@@ -226,6 +230,7 @@ export class Store {
   /** Writes that are not events (a session's close), kept while writes fail. */
   private deferred: Array<() => void> = [];
   private queuedRows = 0;
+  readonly checkpointer: Checkpointer;
   /** Collector events dropped because writes failed for too long (MAX_QUEUED_WHILE_FAILING). */
   droppedWhileFailing = 0;
 
@@ -248,6 +253,11 @@ export class Store {
     }
     this.db.pragma('synchronous = NORMAL');
     this.db.pragma('busy_timeout = 2000');
+    // The checkpoints run on a worker thread (checkpointer.ts), not inside our commits; a WAL
+    // that a burst made large is cut back to this when it starts over.
+    this.db.pragma('wal_autocheckpoint = 0');
+    this.db.pragma(`journal_size_limit = ${WAL_KEEP_BYTES}`);
+    this.checkpointer = new Checkpointer(path.join(dataDir, 'vsockdiag.db'), () => this.flush());
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS sandboxes (
         id TEXT PRIMARY KEY,
@@ -772,8 +782,15 @@ export class Store {
       this.flushScheduled = true;
       // Group commit: everything queued within a few ms goes in one transaction (one commit
       // per batch would be most of the collector's work with thousands of sessions).
-      setTimeout(() => this.flush(), GROUP_COMMIT_MS);
+      setTimeout(() => this.groupCommit(), GROUP_COMMIT_MS);
     }
+  }
+
+  /** The group commit's timer: it waits while the checkpointer holds commits (it flushes
+   *  when the hold ends). Reads flush at once in any case. */
+  private groupCommit(): void {
+    if (this.checkpointer.holding) this.flushScheduled = false;
+    else this.flush();
   }
 
   /** Commits everything queued now (unless writes are failing: the retry owns the queue then). */
@@ -803,6 +820,7 @@ export class Store {
       error = err as Error;
     }
     this.queuedRows -= batch.reduce((n, p) => n + p.rows.length, 0);
+    if (!error) this.checkpointer.written();
     for (const p of batch) p.done?.(error, p.ids);
     return true;
   }
@@ -892,6 +910,7 @@ export class Store {
       });
       return Number(r.lastInsertRowid);
     })();
+    this.checkpointer.written();
     return id;
   }
 
@@ -932,6 +951,7 @@ export class Store {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
     this.flush();
+    this.checkpointer.close();
     this.db.close();
   }
 }

@@ -1,0 +1,141 @@
+// WAL checkpoints off the event loop. SQLite's automatic checkpoint runs inside the commit
+// that crosses its threshold, on the committing thread: it copies the WAL's pages into the
+// database file and fsyncs both. With thousands of sessions that was most of the store's
+// time on the main thread (issue 17: a 5,000-session fleet, test/bench/FINDINGS.md), and
+// every fsync stalled acks, readiness answers and verdicts alike. Here the store turns the
+// automatic checkpoint off and a worker thread with its own connection to the same file
+// runs PASSIVE checkpoints instead, one at a time, at most every CHECKPOINT_EVERY_MS while
+// there are writes. PASSIVE never waits for the writer or blocks it.
+//
+// A PASSIVE pass copies the WAL as it was when the pass began; SQLite starts the WAL over
+// from its beginning only when a write begins with every frame copied. Under steady writes
+// that moment never comes and the WAL would grow without end, so a pass that copied all it
+// saw is followed at once by a second, short one during which the store holds its commits
+// (`holding`; they queue, and their acks wait): it copies what was committed meanwhile, and
+// the next commit starts the WAL over. The hold lasts as long as copying one pass's worth of
+// commits; `holds` records how long each was.
+//
+// A failed or crashed checkpoint loses nothing: the WAL still holds the pages, and the next
+// pass (or the next open) copies them.
+
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+/** Least time between two checkpoints while writes go on: a WAL of a few MB at most. */
+export const CHECKPOINT_EVERY_MS = 250;
+const MAX_HOLDS_KEPT = 1000;
+
+// The worker is this source, evaluated (a file of its own would need a bundle of its own and
+// would not run from the TypeScript sources the tests use). It loads the same SQLite driver
+// as the store, by its resolved path.
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.file, { fileMustExist: true });
+db.pragma('busy_timeout = 2000');
+parentPort.on('message', (m) => {
+  if (m === 'close') {
+    db.close();
+    parentPort.close();
+    return;
+  }
+  try {
+    const [r] = db.pragma('wal_checkpoint(PASSIVE)');
+    parentPort.postMessage({ ok: true, walPages: r.log, copied: r.checkpointed });
+  } catch (err) {
+    parentPort.postMessage({ ok: false, error: String(err && err.message) });
+  }
+});
+`;
+
+const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+
+export interface CheckpointResult {
+  ok: boolean;
+  /** Pages in the WAL, and how many of them this pass copied into the database. */
+  walPages?: number;
+  copied?: number;
+  error?: string;
+}
+
+export class Checkpointer {
+  private worker: Worker | null = null;
+  private inFlight = false;
+  /** True during a second pass: the store commits nothing until it ends. */
+  holding = false;
+  private holdStart = 0;
+  /** How long each hold of the store's commits lasted (ms), the newest MAX_HOLDS_KEPT. */
+  readonly holds: number[] = [];
+  private lastMs = Number.NEGATIVE_INFINITY;
+  private timer: NodeJS.Timeout | null = null;
+  /** Passes done, and the last one's result: for tests and benchmarks. */
+  passes = 0;
+  last: CheckpointResult | null = null;
+
+  constructor(
+    private readonly file: string,
+    /** Told when a hold ends: the store commits what queued meanwhile. */
+    private readonly onHoldEnd: () => void,
+  ) {}
+
+  /** Called after a write: asks for a pass, now or when CHECKPOINT_EVERY_MS has gone by. */
+  written(): void {
+    if (this.inFlight || this.timer) return;
+    const wait = this.lastMs + CHECKPOINT_EVERY_MS - performance.now();
+    if (wait > 0) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.run();
+      }, wait);
+      this.timer.unref();
+    } else this.run();
+  }
+
+  private run(): void {
+    this.inFlight = true;
+    this.lastMs = performance.now();
+    this.start().postMessage('checkpoint');
+  }
+
+  private hold(): void {
+    this.holding = true;
+    this.holdStart = performance.now();
+    this.inFlight = true;
+    this.start().postMessage('checkpoint');
+  }
+
+  private start(): Worker {
+    if (this.worker) return this.worker;
+    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file: this.file } });
+    // A checkpoint in flight must not keep the process alive at exit.
+    w.unref();
+    w.on('message', (r: CheckpointResult) => this.done(r));
+    w.on('error', (err) => {
+      // The worker is gone; the next write starts another.
+      this.worker = null;
+      this.done({ ok: false, error: err.message });
+    });
+    this.worker = w;
+    return w;
+  }
+
+  private done(r: CheckpointResult): void {
+    this.inFlight = false;
+    this.passes++;
+    this.last = r;
+    if (this.holding) {
+      this.holding = false;
+      if (this.holds.push(performance.now() - this.holdStart) > MAX_HOLDS_KEPT) this.holds.shift();
+      this.onHoldEnd();
+    } else if (r.ok && r.walPages && r.copied === r.walPages) this.hold();
+  }
+
+  /** Ends the worker; its connection closes with it. The store's own close checkpoints last. */
+  close(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.holding = false;
+    this.worker?.postMessage('close');
+    this.worker = null;
+  }
+}
