@@ -10,6 +10,14 @@ export interface NotifyHandle {
   readonly fd: number;
   /** Stops polling, closes the fd and removes the socket file (not for '@' names). Idempotent. */
   close(): void;
+  /**
+   * Stops reading (also from inside onDatagram: no datagram follows the current one), so
+   * datagrams wait in the kernel's queue and, once it is full, senders block or get EAGAIN.
+   * A paused socket does not keep the event loop alive. No-op when paused or closed.
+   */
+  pause(): void;
+  /** Reads again, queued datagrams first. No-op unless paused; throws the errno Error if polling cannot restart. */
+  resume(): void;
 }
 
 /** Called once per datagram: at most MAX_NOTIFY_DATAGRAM bytes, the sender pid (0 if unknown), and whether it was longer. */

@@ -37,7 +37,7 @@ import { LogWatcher } from './logs/log-watcher.js';
 import { SigquitCapture, dumpChunks, takeDump, tracebackEnded, waitForExit } from './dumps/index.js';
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
-import { NOTIFY_EVENTS_PER_SEC, NotifyRate } from './notify/rate.js';
+import { NOTIFY_EVENTS_PER_SEC, NOTIFY_PAUSE_MS } from './notify/rate.js';
 import { phaseEvent } from './phases.js';
 import { readBootId } from './proc/index.js';
 import { EventRing } from './ring.js';
@@ -90,8 +90,8 @@ export class Probe {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private oversizeReported = 0;
-  /** A notify flood past NOTIFY_EVENTS_PER_SEC: datagrams dropped, and how many were said. */
-  private readonly notifyRate = new NotifyRate();
+  /** A notify flood past NOTIFY_EVENTS_PER_SEC: the pauses and drops said so far. */
+  private ratePausesReported = 0;
   private rateDropReported = 0;
 
   constructor(
@@ -337,13 +337,12 @@ export class Probe {
     }
     const notify = this.notify;
     notify.on('message', (msg, pid) => {
-      if (!msg.ready && !msg.stopping && !this.notifyRate.take()) return;
       this.target.hint(pid);
       const event = phaseEvent(msg, pid);
       if (event) this.emit(event);
       this.sampleSoon();
     });
-    // Oversize datagrams are counted by the listener; say so now and then, not per datagram.
+    // The listener counts oversize datagrams and the rate's pauses and drops; say so now and then.
     const check = setInterval(() => {
       if (notify.counters.oversize > this.oversizeReported) {
         this.emit({
@@ -353,13 +352,14 @@ export class Probe {
         });
         this.oversizeReported = notify.counters.oversize;
       }
-      const dropped = this.notifyRate.dropped;
-      if (dropped > this.rateDropReported) {
+      const { pauses, dropped, received } = notify.counters;
+      if (pauses > this.ratePausesReported) {
         this.emit({
           kind: 'probe.notice',
           level: 'warn',
-          message: `${dropped - this.rateDropReported} notify datagram(s) over ${NOTIFY_EVENTS_PER_SEC}/s not recorded (${dropped} in all)`,
+          message: `notify datagrams over ${NOTIFY_EVENTS_PER_SEC}/s: reading paused ${pauses - this.ratePausesReported} time(s) for ${NOTIFY_PAUSE_MS} ms, ${dropped - this.rateDropReported} datagram(s) read then not recorded (in all: ${pauses} pauses, ${dropped} not recorded, ${received} read)`,
         });
+        this.ratePausesReported = pauses;
         this.rateDropReported = dropped;
       }
     }, 10_000);

@@ -9,6 +9,7 @@ import { waitFor } from '../../test/support/wait.js';
 import { loadNative } from '../src/native.js';
 import { NotifyListener } from '../src/notify/listener.js';
 import type { NotifyMessage } from '../src/notify/parse.js';
+import { NotifyRate } from '../src/notify/rate.js';
 
 const ADDON = fileURLToPath(new URL('../native/build/Release/vsockdiag.node', import.meta.url));
 const SYSTEMD_NOTIFY = '/usr/bin/systemd-notify';
@@ -82,8 +83,8 @@ function collect(l: NotifyListener): { msg: NotifyMessage; pid: number }[] {
 
 let dir = '';
 const open: NotifyListener[] = [];
-function listen(p: string): NotifyListener {
-  const l = NotifyListener.open(p);
+function listen(p: string, rate?: NotifyRate): NotifyListener {
+  const l = NotifyListener.open(p, rate);
   open.push(l);
   return l;
 }
@@ -121,7 +122,24 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     });
     expect(got[1]?.msg).toMatchObject({ fields: {}, ready: false, invalid: 0 }); // zero-length datagram
     expect(got[2]?.msg).toMatchObject({ fields: { STOPPING: '1' }, stopping: true, invalid: 2 });
-    expect(l.counters).toEqual({ received: 3, rejected: 0, oversize: 0, invalidLines: 2 });
+    expect(l.counters).toEqual({ received: 3, rejected: 0, oversize: 0, invalidLines: 2, dropped: 0, pauses: 0 });
+  });
+
+  it('over the rate it stops reading, so a blocked sender waits, and READY=1 still passes', async () => {
+    const sock = path.join(tmp(), 'notify');
+    // 5 at once, then 10/s: 40 datagrams take a few pauses; the queue (max_dgram_qlen, often
+    // 10) fills while paused, so the blocking sender below waits for each resume.
+    const l = listen(sock, new NotifyRate(10, 5));
+    const got = collect(l);
+    const flood = Array.from({ length: 40 }, (_, i) => `STATUS=flood ${i}`);
+    await pySend(sock, [...flood, 'READY=1\nSTATUS=last']);
+    await waitFor('READY=1 behind the flood', () => got.some((g) => g.msg.ready), { timeoutMs: 20_000 });
+    expect(l.counters.received).toBe(41);
+    expect(l.counters.pauses).toBeGreaterThan(0);
+    // What passed fits the bucket; the rest was read then dropped, bar READY=1, which always passes.
+    expect(got.length + l.counters.dropped).toBe(41);
+    expect(got.length).toBeLessThan(41);
+    expect(got.at(-1)?.msg.status).toBe('last');
   });
 
   it('accepts systemd-notify', async (ctx) => {
@@ -157,7 +175,7 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
 
     expect(got).toHaveLength(1);
     expect(got[0]?.msg.ready).toBe(true);
-    expect(l.counters).toEqual({ received: 2, rejected: 1, oversize: 1, invalidLines: 0 });
+    expect(l.counters).toEqual({ received: 2, rejected: 1, oversize: 1, invalidLines: 0, dropped: 0, pauses: 0 });
   });
 
   it('gives the raw callback exactly MAX_NOTIFY_DATAGRAM bytes and truncated=true for longer datagrams', async () => {

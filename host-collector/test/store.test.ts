@@ -56,6 +56,11 @@ function ev(
   return { sandboxId, generation, session, seq, kind, tGuest: seq === null ? null : seq * 10, tHost: 1_700_000_000_000 + (seq ?? 0), data };
 }
 
+/** A row the events table refuses (kind is NOT NULL): what makes a commit fail. */
+function broken(sandboxId: string, seq: number): EventRecord {
+  return { ...ev(sandboxId, 1, seq), kind: null as unknown as string };
+}
+
 /** A session; unless told, numbered like its generation (one session per generation). */
 function session(over: Partial<SessionRecord> & Pick<SessionRecord, 'generation'>): SessionRecord {
   return {
@@ -128,10 +133,52 @@ describe('Store.append', () => {
     const dir = tmpDir();
     const store = open(dir);
     await appendAndWait(store, [ev('sb1', 1, 1)]);
-    // Same (sandbox, session, seq) again violates the unique index.
-    const err = await new Promise<Error | null>((resolve) => store.append([ev('sb1', 1, 2), ev('sb1', 1, 1)], resolve));
+    const err = await new Promise<Error | null>((resolve) => store.append([ev('sb1', 1, 2), broken('sb1', 3)], resolve));
     expect(err).toBeInstanceOf(Error);
     expect(store.events('sb1', { limit: 10 }).events.map((e) => e.seq)).toEqual([1]);
+  });
+
+  it('skips a resent seq, commits the rest of the batch, and counts the resent row once', async () => {
+    const dir = tmpDir();
+    const store = open(dir, { guestEvents: 10 });
+    await appendAndWait(store, [ev('sb1', 1, 1), ev('sb1', 1, 2)]);
+    // One group commit: other sandboxes' rows around a resend of sb1's seq 2 (and seq 2 again
+    // within the batch), and seq 2 of another session, which is not a resend.
+    const done: Array<{ err: Error | null; ids: readonly number[]; seqs: (number | null)[] }> = [];
+    const append = (rows: EventRecord[]) =>
+      new Promise<void>((resolve) =>
+        store.append(rows, (err, ids, stored) => {
+          done.push({ err, ids, seqs: stored.map((r) => r.seq) });
+          resolve();
+        }),
+      );
+    await Promise.all([
+      append([ev('a', 1, 1), ev('a', 1, 2)]),
+      append([ev('sb1', 1, 2, 'phase', { name: 'resent' }), ev('sb1', 1, 3), ev('sb1', 1, 3)]),
+      append([ev('b', 1, 1)]),
+      append([ev('sb1', 2, 2)]),
+    ]);
+    expect(done.map((d) => d.err)).toEqual([null, null, null, null]);
+    // The resent writer is told what was stored now: seq 3 once, under one new id.
+    expect(done.map((d) => d.seqs)).toEqual([[1, 2], [3], [1], [2]]);
+    expect(done.map((d) => d.ids.length)).toEqual([2, 1, 1, 1]);
+    expect(store.events('a', { limit: 10 }).events.map((e) => e.seq)).toEqual([1, 2]);
+    expect(store.events('b', { limit: 10 }).events.map((e) => e.seq)).toEqual([1]);
+    const sb1 = store.events('sb1', { limit: 10 }).events;
+    expect(sb1.map((e) => [e.session, e.seq])).toEqual([
+      [1, 1],
+      [1, 2],
+      [1, 3],
+      [2, 2],
+    ]);
+    expect(sb1[1]!.data).toEqual({ name: 'p2' }); // the first one stored stays
+    expect(sb1[2]!.id).toBe(done[1]!.ids[0]);
+    // Counted once each: six more fill the bound of ten exactly, and nothing is pruned.
+    await appendAndWait(
+      store,
+      Array.from({ length: 6 }, (_, i) => ev('sb1', 2, i + 3)),
+    );
+    expect(store.events('sb1', { limit: 100 }).events).toHaveLength(10);
   });
 
   it('accepts rows without a callback and host events without seq', async () => {
@@ -475,9 +522,9 @@ describe('Store retention', () => {
       store,
       Array.from({ length: 9 }, (_, i) => ev('sb1', 1, i + 1)),
     );
-    // A duplicate seq fails the whole batch: its five rows were never stored...
+    // A broken row fails the whole batch: its five rows were never stored...
     const err = await new Promise<Error | null>((resolve) =>
-      store.append([ev('sb1', 1, 10), ev('sb1', 1, 11), ev('sb1', 1, 12), ev('sb1', 1, 13), ev('sb1', 1, 1)], resolve),
+      store.append([ev('sb1', 1, 10), ev('sb1', 1, 11), ev('sb1', 1, 12), ev('sb1', 1, 13), broken('sb1', 14)], resolve),
     );
     expect(err).toBeInstanceOf(Error);
     // ...so one more is the tenth, within the bound: nothing is pruned.

@@ -1,8 +1,9 @@
 // The guest is untrusted. Garbage, absurd length prefixes, out-of-order events and floods
 // close that one session with a logged error code; the collector and every other sandbox
 // carry on. A sandbox's budget, its limit on connections that have not said hello, and the
-// cool-down after a protocol error hold across reconnects: dialling again buys nothing.
-// Each attack gets a sandbox of its own, so one attack's cool-down does not hide the next.
+// reconnect penalty after a protocol error (2 s, doubling up to 60 s) hold across reconnects:
+// dialling again buys nothing. Each attack gets a sandbox of its own, so one attack's penalty
+// does not hide the next.
 
 import fs from 'node:fs';
 import net from 'node:net';
@@ -262,29 +263,29 @@ describe('a hostile guest', () => {
     await goodStillWorks();
   });
 
-  it('any protocol error starts a cool-down, a clean close does not, and an honest probe gets back in after it', async () => {
-    const sock = await sandbox('cooldown');
+  it('any protocol error starts a reconnect penalty, a clean close does not, and an honest probe gets back in after it', async () => {
+    const sock = await sandbox('penalty');
     const honest = () => {
       const p = new ProbeClient({ path: sock, heartbeatMs: 1000 });
       cleanup.push(() => p.close());
       return p;
     };
-    // Clean closes and immediate reconnects: no cool-down.
+    // Clean closes and immediate reconnects: no penalty.
     for (let i = 0; i < 3; i++) {
       const p = honest();
       await p.connect();
       p.close();
       await p.closed;
     }
-    expect((await detail('cooldown')).counters).toMatchObject({ sessions: 3, refused: 0 });
+    expect((await detail('penalty')).counters).toMatchObject({ sessions: 3, refused: 0 });
 
     // A schema error (not a rate limit): the next connection is refused at once.
     await evil(sock, hello({ generation: -5 }));
     await evil(sock, hello());
-    await logged('cooldown', 'ERR_SCHEMA');
-    expect((await detail('cooldown')).counters.refused).toBeGreaterThanOrEqual(1);
+    await logged('penalty', 'ERR_SCHEMA');
+    expect((await detail('penalty')).counters.refused).toBeGreaterThanOrEqual(1);
 
-    // An honest probe retrying with a backoff like the real one's is back after the cool-down.
+    // An honest probe retrying with a backoff like the real one's is back after the penalty.
     let delay = 20;
     await waitFor('the honest probe to be welcomed again', async () => {
       try {
@@ -296,6 +297,6 @@ describe('a hostile guest', () => {
         return false;
       }
     });
-    expect((await detail('cooldown')).counters.sessions).toBe(4);
+    expect((await detail('penalty')).counters.sessions).toBe(4);
   });
 });

@@ -1,6 +1,6 @@
 /* sd_notify receiver: an AF_UNIX SOCK_DGRAM socket watched with uv_poll.
  *
- * notifyBind(path, onDatagram) -> { fd, close() }
+ * notifyBind(path, onDatagram) -> { fd, close(), pause(), resume() }
  *
  * Path: "@name" binds "\0name" in the Linux abstract namespace (addrlen covers
  * exactly the name, no trailing NUL). Any other path is a filesystem socket; if
@@ -25,14 +25,22 @@
  * becomes a normal 'uncaughtException'. With no handler the process exits as
  * usual; with a handler, reading goes on with the next datagram.
  *
- * Lifetime: the C state is shared by the uv_poll handle and the JS close()
- * function (its data pointer). It is freed once both are done: the uv_close
- * callback has run (uv_closed), and close() has been finalized (js_gone). While
- * the socket is open, a strong reference to the handle object keeps close()
- * alive, because close() sits in a non-configurable property of that object.
- * The open poll handle is ref'd, so it keeps the event loop alive, like a
- * listening server. An async cleanup hook closes the socket if the environment
- * (a Worker, say) is torn down while it is still open.
+ * Back-pressure: pause() stops the poll (uv_poll_stop), also from inside
+ * onDatagram, where reading stops after the datagram being delivered; resume()
+ * starts it again. While paused, datagrams stay in the kernel's queue, so once
+ * it is full senders block or get EAGAIN instead of costing us a read each.
+ * Both are no-ops once closing, and when already in the state asked for.
+ *
+ * Lifetime: the C state is shared by the uv_poll handle and the JS functions
+ * close(), pause() and resume() (their data pointer). It is freed once all are
+ * done: the uv_close callback has run (uv_closed), and every function has been
+ * finalized (js_live == 0). While the socket is open, a strong reference to the
+ * handle object keeps the functions alive, because they sit in non-configurable
+ * properties of that object. The open poll handle is ref'd, so it keeps the
+ * event loop alive, like a listening server; a paused (stopped) one does not, so
+ * whoever pauses it keeps the loop alive until resume() (the listener's timer).
+ * An async cleanup hook closes the socket if the environment (a Worker, say) is
+ * torn down while it is still open.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -61,7 +69,8 @@ typedef struct notify_sock {
   bool abstract;
   bool closing;   /* close started: by close(), env teardown or a failed open */
   bool uv_closed; /* uv_close callback ran (or the poll was never initialised) */
-  bool js_gone;   /* the close() function was finalized */
+  bool paused;    /* pause() stopped the poll; resume() starts it again */
+  int js_live;    /* JS functions holding s that are not finalized yet */
   bool teardown;  /* env is being torn down: make no more N-API calls for refs */
   bool have_ino;
   dev_t dev;
@@ -111,6 +120,8 @@ static int remove_stale_socket(const struct sockaddr_un* addr, socklen_t addrlen
   return 0;
 }
 
+static void on_readable(uv_poll_t* h, int status, int events);
+
 static void free_sock(notify_sock* s) {
   free(s->path);
   free(s);
@@ -147,9 +158,10 @@ static void on_closed(uv_handle_t* h) {
   if (!s->teardown) release_js(s);
   napi_async_cleanup_hook_handle hook = s->cleanup_hook;
   s->cleanup_hook = NULL;
-  /* If close() is still reachable, its finalizer frees s (perhaps during the
-   * hook removal below), so s must not be touched after this point. */
-  if (s->js_gone) free_sock(s);
+  /* If one of the JS functions is still reachable, the last finalizer frees s
+   * (perhaps during the hook removal below), so s must not be touched after
+   * this point. */
+  if (s->js_live == 0) free_sock(s);
   if (hook != NULL) napi_remove_async_cleanup_hook(hook);
 }
 
@@ -170,11 +182,11 @@ static void on_env_cleanup(napi_async_cleanup_hook_handle handle, void* arg) {
   start_close(s); /* no-op if already closing: on_closed is pending */
 }
 
-static void on_close_fn_finalize(napi_env env, void* data, void* hint) {
+static void on_fn_finalize(napi_env env, void* data, void* hint) {
   (void)env;
   (void)hint;
   notify_sock* s = data;
-  s->js_gone = true;
+  if (--s->js_live > 0) return;
   if (!s->closing) { /* cannot happen while self_ref holds the handle object */
     s->teardown = true;
     start_close(s);
@@ -188,6 +200,31 @@ static napi_value notify_close(napi_env env, napi_callback_info info) {
   if (napi_get_cb_info(env, info, NULL, NULL, NULL, &data) != napi_ok) return NULL;
   start_close(data); /* idempotent */
   return NULL;       /* undefined */
+}
+
+static napi_value notify_pause(napi_env env, napi_callback_info info) {
+  void* data = NULL;
+  if (napi_get_cb_info(env, info, NULL, NULL, NULL, &data) != napi_ok) return NULL;
+  notify_sock* s = data;
+  if (s->closing || s->paused) return NULL;
+  s->paused = true;
+  uv_poll_stop(&s->poll); /* on_readable's loop sees paused and stops too */
+  return NULL;
+}
+
+static napi_value notify_resume(napi_env env, napi_callback_info info) {
+  void* data = NULL;
+  if (napi_get_cb_info(env, info, NULL, NULL, NULL, &data) != napi_ok) return NULL;
+  notify_sock* s = data;
+  if (s->closing || !s->paused) return NULL;
+  /* Level-triggered: datagrams queued while paused wake on_readable at once. */
+  int r = uv_poll_start(&s->poll, UV_READABLE, on_readable);
+  if (r != 0) {
+    throw_errno(env, -r, s->path);
+    return NULL;
+  }
+  s->paused = false;
+  return NULL;
 }
 
 static void deliver(notify_sock* s, size_t len, int pid, bool truncated) {
@@ -213,7 +250,7 @@ static void on_readable(uv_poll_t* h, int status, int events) {
   (void)events;
   notify_sock* s = h->data;
   if (status < 0) return; /* libuv already stopped the poll (POLLERR) */
-  while (!s->closing) {
+  while (!s->closing && !s->paused) {
     union {
       struct cmsghdr align;
       char buf[CMSG_SPACE(sizeof(struct ucred))];
@@ -348,26 +385,34 @@ napi_value notify_bind(napi_env env, napi_callback_info info) {
     }
   }
 
-  napi_value handle, close_fn, fd_val, res_name;
+  napi_value handle, fns[3], fd_val, res_name;
   uv_loop_t* loop = NULL;
   if (napi_create_object(env, &handle) != napi_ok ||
-      napi_create_function(env, "close", NAPI_AUTO_LENGTH, notify_close, s, &close_fn) != napi_ok ||
+      napi_create_function(env, "close", NAPI_AUTO_LENGTH, notify_close, s, &fns[0]) != napi_ok ||
+      napi_create_function(env, "pause", NAPI_AUTO_LENGTH, notify_pause, s, &fns[1]) != napi_ok ||
+      napi_create_function(env, "resume", NAPI_AUTO_LENGTH, notify_resume, s, &fns[2]) != napi_ok ||
       napi_create_int32(env, fd, &fd_val) != napi_ok)
     goto fail_early;
   napi_property_descriptor props[] = {
       {"fd", NULL, NULL, NULL, NULL, fd_val, napi_enumerable, NULL},
-      {"close", NULL, NULL, NULL, NULL, close_fn, napi_enumerable, NULL},
+      {"close", NULL, NULL, NULL, NULL, fns[0], napi_enumerable, NULL},
+      {"pause", NULL, NULL, NULL, NULL, fns[1], napi_enumerable, NULL},
+      {"resume", NULL, NULL, NULL, NULL, fns[2], napi_enumerable, NULL},
   };
-  if (napi_define_properties(env, handle, 2, props) != napi_ok ||
+  if (napi_define_properties(env, handle, 4, props) != napi_ok ||
       napi_create_reference(env, argv[1], 1, &s->cb_ref) != napi_ok ||
       napi_create_reference(env, handle, 1, &s->self_ref) != napi_ok ||
       napi_create_string_utf8(env, "vsockdiag.NotifySocket", NAPI_AUTO_LENGTH, &res_name) != napi_ok ||
       napi_async_init(env, handle, res_name, &s->async_ctx) != napi_ok ||
-      napi_get_uv_event_loop(env, &loop) != napi_ok ||
-      napi_add_finalizer(env, close_fn, s, on_close_fn_finalize, NULL, NULL) != napi_ok)
+      napi_get_uv_event_loop(env, &loop) != napi_ok)
     goto fail_early;
+  /* Last, so that nothing fails after them but another of them (see fail_early). */
+  for (int i = 0; i < 3; i++) {
+    if (napi_add_finalizer(env, fns[i], s, on_fn_finalize, NULL, NULL) != napi_ok) goto fail_early;
+    s->js_live++;
+  }
 
-  /* From here on s is freed through the uv_closed/js_gone pair. */
+  /* From here on s is freed through the uv_closed / js_live == 0 pair. */
   int r = uv_poll_init(loop, &s->poll, fd);
   if (r != 0) {
     s->closing = true;
@@ -398,7 +443,12 @@ fail_early: {
   close(fd);
   unlink_if_ours(s);
   if (!pending) throw_errno(env, ENOMEM, path);
-  free_sock(s);
+  if (s->js_live == 0) {
+    free_sock(s);
+  } else { /* some finalizers are in: the last of them frees s */
+    s->closing = true;
+    s->uv_closed = true;
+  }
   return NULL;
 }
 }

@@ -10,7 +10,7 @@
 
 /* JS: notifyBind(path: string,
  *                onDatagram: (buf: Buffer, pid: number, truncated: boolean) => void)
- *     -> { fd: number, close(): void } */
+ *     -> { fd: number, close(): void, pause(): void, resume(): void } */
 napi_value notify_bind(napi_env env, napi_callback_info info);
 
 #endif

@@ -100,8 +100,8 @@ export interface IntakeHooks {
   reconsider(causeAt?: number): void;
   /** Probe events were queued for the store (after the verdict has seen them). */
   recorded(rows: EventRecord[]): void;
-  /** The same rows once committed, with the ids they were stored under. */
-  stored(rows: EventRecord[], ids: readonly number[]): void;
+  /** The rows once committed (not a resent one the store skipped), with the ids they were stored under. */
+  stored(rows: readonly EventRecord[], ids: readonly number[]): void;
   /** A hello opened session `session`, of generation `generation`. */
   connected(generation: number, session: number): void;
 }
@@ -438,10 +438,11 @@ export class Intake implements SessionHost, IntakeView {
     }
     this.count.events += events.length;
     this.merged = status;
-    this.store.append(rows, (err, ids) => {
+    this.store.append(rows, (err, ids, stored) => {
+      // A resent row the store skipped was stored before: acked all the same.
       done(err);
-      // Followers see what is stored, under the ids the history lists it by.
-      if (!err) this.hooks.stored(rows, ids);
+      // Followers see what is stored, under the ids the history lists it by (once).
+      if (!err) this.hooks.stored(stored, ids);
     });
     this.hooks.reconsider(newest || undefined);
     this.hooks.recorded(rows);

@@ -49,8 +49,8 @@ export interface SandboxEvents {
   changed: [];
   /** Rows were queued for the store (the probe's events, or the collector's). */
   recorded: [rows: EventRecord[]];
-  /** The same rows once committed, with their ids (the live stream sends them). */
-  stored: [rows: EventRecord[], ids: readonly number[]];
+  /** The rows committed (not a resent one the store skipped), with their ids (the live stream sends them). */
+  stored: [rows: readonly EventRecord[], ids: readonly number[]];
   /** A probe said hello, opening this session of this generation (or a vm.genid event
    *  opened a generation inside the session). */
   connected: [generation: number, session: number];

@@ -204,13 +204,18 @@ interface Pending {
   /** Each row's data as stored (JSON), made when queued, and its size in bytes. */
   json: string[];
   bytes: number[];
-  /** The ids the rows were stored under, filled in by the commit. */
+  /** The rows the commit stored (all but resent ones), and the ids they were stored under. */
+  stored: EventRecord[];
   ids: number[];
   done?: AppendDone;
 }
 
-/** Runs once the rows are committed, with the ids they were stored under (or the commit failed). */
-export type AppendDone = (err: Error | null, ids: readonly number[]) => void;
+/**
+ * Runs once the rows are committed (or the commit failed), with the rows it stored and the
+ * ids they were stored under, in step. A row resent with a seq its session already has is
+ * not among them: it was stored before, so it is skipped, and the rest of the batch commits.
+ */
+export type AppendDone = (err: Error | null, ids: readonly number[], stored: readonly EventRecord[]) => void;
 
 export class Store {
   private readonly db: Database.Database;
@@ -401,8 +406,12 @@ export class Store {
          WHERE s.sandbox_id = ? AND s.instance_id = ? AND s.probe_generation < ? AND e.seq IS NOT NULL`,
       ),
       // Positional: the group commit binds thousands of rows a second, without an object each.
+      // A seq the session already has (a resend) is skipped: were it an error, it would fail
+      // the whole group commit, every other sandbox's rows with it. Only that index: any
+      // other constraint still fails the commit (OR IGNORE would skip a NOT NULL too).
       insertEvent: this.db.prepare(
-        'INSERT INTO events (sandbox_id, generation, session, seq, kind, t_guest, t_host, data, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        `INSERT INTO events (sandbox_id, generation, session, seq, kind, t_guest, t_host, data, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (sandbox_id, session, seq) WHERE seq IS NOT NULL DO NOTHING`,
       ),
       lastOfKind: this.db.prepare('SELECT id FROM events WHERE sandbox_id = ? AND kind = ? ORDER BY id DESC LIMIT 1'),
       // Oldest first, one origin: what pruning walks (only as far as it deletes). Named
@@ -426,11 +435,10 @@ export class Store {
       for (const p of batch) {
         for (let i = 0; i < p.rows.length; i++) {
           const r = p.rows[i]!;
-          p.ids.push(
-            Number(
-              insert.run(r.sandboxId, r.generation, r.session, r.seq, r.kind, r.tGuest, r.tHost, p.json[i]!, p.bytes[i]!).lastInsertRowid,
-            ),
-          );
+          const res = insert.run(r.sandboxId, r.generation, r.session, r.seq, r.kind, r.tGuest, r.tHost, p.json[i]!, p.bytes[i]!);
+          if (res.changes === 0) continue; // resent: stored and counted the first time
+          p.stored.push(r);
+          p.ids.push(Number(res.lastInsertRowid));
           this.count(r.sandboxId, r.seq === null ? 'collector' : 'guest', 1, p.bytes[i]! + EVENT_OVERHEAD_BYTES);
           touched.add(r.sandboxId);
         }
@@ -762,7 +770,7 @@ export class Store {
     if (this.failing) {
       // A writer that waits for the commit is told at once, so its probe keeps the events.
       const error = this.failing;
-      if (done) return void setImmediate(() => done(error, []));
+      if (done) return void setImmediate(() => done(error, [], []));
       if (this.queuedRows + rows.length > MAX_QUEUED_WHILE_FAILING) {
         this.droppedWhileFailing += rows.length;
         return;
@@ -776,7 +784,7 @@ export class Store {
       json.push(capped.json);
       bytes.push(capped.bytes);
     }
-    this.queue.push({ rows, json, bytes, ids: [], ...(done ? { done } : {}) });
+    this.queue.push({ rows, json, bytes, stored: [], ids: [], ...(done ? { done } : {}) });
     this.queuedRows += rows.length;
     if (!this.flushScheduled && !this.failing) {
       this.flushScheduled = true;
@@ -811,7 +819,10 @@ export class Store {
     } catch (err) {
       // Rolled back: so is the usage the commit had counted, and the ids are nobody's.
       this.loadUsage();
-      for (const p of batch) p.ids.length = 0;
+      for (const p of batch) {
+        p.stored.length = 0;
+        p.ids.length = 0;
+      }
       if (isStorageError(err)) {
         this.queue = batch.concat(this.queue);
         this.fail(err);
@@ -821,7 +832,7 @@ export class Store {
     }
     this.queuedRows -= batch.reduce((n, p) => n + p.rows.length, 0);
     if (!error) this.checkpointer.written();
-    for (const p of batch) p.done?.(error, p.ids);
+    for (const p of batch) p.done?.(error, p.ids, p.stored);
     return true;
   }
 

@@ -101,7 +101,7 @@ export function streamRoute(app: Api, registry: Registry, guard: GuardOptions): 
         }, SUMMARY_EVERY_MS),
       );
     });
-    sb.on('stored', (rows: EventRecord[], ids: readonly number[]) => {
+    sb.on('stored', (rows: readonly EventRecord[], ids: readonly number[]) => {
       // Every batch of every sandbox passes here: nothing is built unless a client follows it,
       // and then once for all of them.
       let messages: string[] | null = null;
