@@ -1,5 +1,5 @@
 // The collector's side of the dump worker (dumps/dump-worker.ts): one worker thread, started
-// on first use and kept, does the work of dumps/dump-work.ts one request at a time, each
+// ahead of the first dump (prestart) or on first use, and kept, does the work of dumps/dump-work.ts one request at a time, each
 // within a time limit. A request over its limit ends the worker (a thread busy in a loop can
 // be stopped no other way) and the next request starts a new one. A dump whose analysis is
 // given up, or that the worker cannot take, is still kept with its text, marked as not
