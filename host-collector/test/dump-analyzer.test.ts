@@ -113,6 +113,18 @@ describe('the time limit', () => {
     expect((await a.diff(gz(THREADS_1), gz(THREADS_2))).kind).toBe('threads');
   });
 
+  it('a worker started ahead (prestart) serves the requests; without its file nothing starts, and a dump says why', async () => {
+    const a = analyzer({ workerUrl: real.url });
+    a.prestart();
+    a.prestart(); // one worker, however often
+    for (const bytes of [GO, THREADS_1]) expect((await a.ingest(chunked(bytes))).analysis).toEqual(analyzeDump(bytes.toString('utf8')));
+    const missing = analyzer({ workerUrl: pathToFileURL(path.join(fixtures, 'no-such-worker.mjs')) });
+    missing.prestart();
+    const got = await missing.ingest(chunked(THREADS_1));
+    expect(got.analysis).toEqual({ kind: 'unknown' });
+    expect(got.notAnalysed).toMatch(/dump worker/);
+  });
+
   it('without a worker a dump is still kept with its text; a diff fails with FAILED', async () => {
     const a = analyzer({ workerUrl: pathToFileURL(path.join(fixtures, 'no-such-worker.mjs')) });
     const got = await a.ingest(chunked(THREADS_1));

@@ -71,6 +71,29 @@ describe('groupGoroutines', () => {
     expect(groupGoroutines(gs)[0]?.allIds).toBeUndefined();
   });
 
+  it('keeps stacks apart however many sites a dump has (keys of one and of two characters per frame)', () => {
+    // 75,000 distinct sites: the numbers past 2^15 take two characters each, and past 2^16
+    // they would wrap in one. Every stack is there twice, and none meets another.
+    const gs: Goroutine[] = [];
+    for (let i = 0; i < 50_000; i++) {
+      const frames =
+        i % 2
+          ? [frame(`main.f${i}`, '/a.go', i), frame(`main.h${i}`, '/a.go', i)]
+          : [frame('main.f0', '/a.go', 0), frame(`main.g${i}`, '/b.go', i)];
+      gs.push(
+        g(2 * i, 'select', frames),
+        g(
+          2 * i + 1,
+          'select',
+          frames.map((f) => ({ ...f })),
+        ),
+      );
+    }
+    const groups = groupGoroutines(gs);
+    expect(groups).toHaveLength(50_000);
+    expect(groups.every((x) => x.count === 2 && x.ids[1] === x.ids[0]! + 1)).toBe(true);
+  });
+
   it('splits on state, line, locked to thread, elided and created-by location', () => {
     const base = stack('x');
     const moved = [base[0]!, frame('main.loop', '/src/a.go', 11)];

@@ -81,6 +81,9 @@ export class DumpService {
       if (c.state === 'stuck') void this.autoDumps(c.id, c.generation);
     });
     registry.on('removed', (id: string) => this.auto.delete(id));
+    // The first sandbox whose state moves has a probe that can be asked for a dump (and a
+    // stuck one gets one at once): the dump worker starts then, not on that first dump.
+    registry.once('state', () => opts.analyzer.prestart());
   }
 
   async take(sb: Sandbox, req: DumpRequest): Promise<StoredDump> {

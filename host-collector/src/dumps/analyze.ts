@@ -7,7 +7,7 @@ import { detectDumpKind } from './detect.js';
 import { diffDumps, diffThreads } from './diff.js';
 import { parseGoroutines, type GoroutineDump } from './goroutines.js';
 import { MAX_DUMP_LINE_CHARS } from './lines.js';
-import { groupGoroutines, summarize, type GoroutineGroup } from './group.js';
+import { groupGoroutines, keyGoroutines, summarize, type GoroutineGroup } from './group.js';
 
 /** How many unparsed headers an analysis lists (all are counted). */
 export const MAX_UNPARSED_HEADERS = 20;
@@ -54,6 +54,8 @@ export function analyzeDump(text: string): DumpAnalysis {
   switch (detectDumpKind(text)) {
     case 'goroutines': {
       const dump = parseGoroutines(text);
+      // Both groupings key on the same stack keys: made once.
+      const keyed = keyGoroutines(dump);
       return {
         kind: 'goroutines',
         goroutines: dump.goroutines.length,
@@ -62,8 +64,8 @@ export function analyzeDump(text: string): DumpAnalysis {
         ...(dump.reason ? { reason: dump.reason } : {}),
         ...(dump.truncated ? { truncated: true } : {}),
         ...(dump.longLines ? { longLines: dump.longLines } : {}),
-        goroutineGroups: groupGoroutines(dump),
-        creatorGroups: groupByCreator(dump),
+        goroutineGroups: groupGoroutines(keyed),
+        creatorGroups: groupByCreator(keyed),
       };
     }
     case 'threads': {

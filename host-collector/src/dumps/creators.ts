@@ -15,8 +15,8 @@
 // member's stack, see isApplicationPackage), then the larger count, then the longest wait,
 // then the smallest goroutine id.
 
-import type { CreatedBy, Frame, Goroutine, GoroutineDump } from './goroutines.js';
-import { blockedInFrame, flaggedState, isApplicationPackage, MAX_GROUP_IDS, stackKey, where } from './group.js';
+import type { CreatedBy, Frame, Goroutine } from './goroutines.js';
+import { blockedInFrame, flaggedState, type GoroutinesIn, isApplicationPackage, keyedOf, MAX_GROUP_IDS, where } from './group.js';
 
 /** How many of a creator's blocked-in frames are listed. */
 export const MAX_CREATOR_FRAMES = 3;
@@ -55,7 +55,8 @@ interface Acc {
   first: Goroutine;
   ids: number[];
   states: Map<string, number>;
-  frames: Map<string, FrameCount>;
+  /** By the blocked-in frame's site number. */
+  frames: Map<number, FrameCount>;
   stacks: Set<string>;
   waitMinutes?: number;
   application: boolean;
@@ -63,20 +64,18 @@ interface Acc {
   unparsed: number;
 }
 
-function creatorKey(c: CreatedBy | undefined): string {
-  return c ? `${c.func}\u0001${c.file}\u0001${c.line}` : '';
-}
-
 function bump<K>(m: Map<K, number>, k: K): void {
   m.set(k, (m.get(k) ?? 0) + 1);
 }
 
 /** Groups the goroutines of a dump by creator, ordered by interest. */
-export function groupByCreator(dump: GoroutineDump | readonly Goroutine[]): CreatorGroup[] {
-  const goroutines = Array.isArray(dump) ? (dump as readonly Goroutine[]) : (dump as GoroutineDump).goroutines;
-  const byKey = new Map<string, Acc>();
-  for (const g of goroutines) {
-    const key = creatorKey(g.createdBy);
+export function groupByCreator(dump: GoroutinesIn): CreatorGroup[] {
+  const { goroutines, sites, keys } = keyedOf(dump);
+  // By the creator's site number; 0: no creator.
+  const byKey = new Map<number, Acc>();
+  for (let i = 0; i < goroutines.length; i++) {
+    const g = goroutines[i]!;
+    const key = g.createdBy ? sites.of(g.createdBy) : 0;
     let acc = byKey.get(key);
     if (!acc) {
       acc = {
@@ -95,13 +94,13 @@ export function groupByCreator(dump: GoroutineDump | readonly Goroutine[]): Crea
     }
     acc.ids.push(g.id);
     bump(acc.states, flaggedState(g));
-    acc.stacks.add(stackKey(g));
+    acc.stacks.add(keys[i]!);
     if (g.waitMinutes !== undefined && (acc.waitMinutes === undefined || g.waitMinutes > acc.waitMinutes)) acc.waitMinutes = g.waitMinutes;
     if (!acc.application && g.frames.some((f) => isApplicationPackage(f.pkg))) acc.application = true;
     if (g.unparsed) acc.unparsed++;
     const b = blockedInFrame(g.frames);
     if (b) {
-      const fk = `${b.func}\u0001${b.file}\u0001${b.line}`;
+      const fk = sites.of(b);
       const seen = acc.frames.get(fk);
       if (seen) seen.count++;
       else acc.frames.set(fk, { func: b.func, pkg: b.pkg, file: b.file, line: b.line, count: 1 });

@@ -119,14 +119,74 @@ export function blockedInFrame(frames: readonly Frame[]): Frame | undefined {
   return frames[0];
 }
 
-/** The identity of a goroutine's stack group (see the top of this file). */
-export function stackKey(g: Goroutine): string {
-  const flags = `${g.lockedToThread ? 1 : 0}${g.elided ? 1 : 0}${g.stackUnavailable ? 1 : 0}${g.leaked ? 1 : 0}${g.durable ? 1 : 0}${g.unparsed ? 1 : 0}`;
-  let key = `${g.state}\u0000${flags}`;
-  for (const f of g.frames) key += `\u0000${f.func}\u0001${f.file}\u0001${f.line}`;
-  const c = g.createdBy;
-  if (c) key += `\u0002${c.func}\u0001${c.file}\u0001${c.line}`;
-  return key;
+/**
+ * Numbers for the frames of a dump: each distinct site (func, file, line) and state gets one
+ * the first time it is met, from 1. What the groupings key on: a key of a goroutine's stack
+ * made of its sites' numbers is a few characters, where one spelling out every frame was
+ * hundreds (10,000 goroutines: megabytes of strings built and hashed, twice, for the stack
+ * and the creator groupings). The names of one parse are shared strings (goroutines.ts), whose
+ * hashes V8 keeps, so a frame costs three map look-ups.
+ */
+export class Sites {
+  private readonly byFunc = new Map<string, Map<string, Map<number, number>>>();
+  private readonly states = new Map<string, number>();
+  private next = 1;
+
+  /** The number of a frame's site. */
+  of(f: Pick<Frame, 'func' | 'file' | 'line'>): number {
+    let byFile = this.byFunc.get(f.func);
+    if (!byFile) this.byFunc.set(f.func, (byFile = new Map()));
+    let byLine = byFile.get(f.file);
+    if (!byLine) byFile.set(f.file, (byLine = new Map()));
+    let n = byLine.get(f.line);
+    if (n === undefined) byLine.set(f.line, (n = this.next++));
+    return n;
+  }
+
+  /**
+   * The identity of a goroutine's stack group (see the top of this file), as codes of fixed
+   * meaning: the flags, the state's number, the creator's (0: none), then one per frame.
+   */
+  stackKey(g: Goroutine): string {
+    const flags =
+      (g.lockedToThread ? 1 : 0) |
+      (g.elided ? 2 : 0) |
+      (g.stackUnavailable ? 4 : 0) |
+      (g.leaked ? 8 : 0) |
+      (g.durable ? 16 : 0) |
+      (g.unparsed ? 32 : 0);
+    let state = this.states.get(g.state);
+    if (state === undefined) this.states.set(g.state, (state = this.states.size + 1));
+    let key = String.fromCharCode(flags) + code(state) + code(g.createdBy ? this.of(g.createdBy) : 0);
+    for (const f of g.frames) key += code(this.of(f));
+    return key;
+  }
+}
+
+/** A number below 2^30 in one character (below 2^15) or two (the first with its top bit set): no code is the start of another. */
+function code(n: number): string {
+  return n < 0x8000 ? String.fromCharCode(n) : String.fromCharCode(0x8000 | (n >>> 15), n & 0x7fff);
+}
+
+/** The goroutines of a dump with their stack keys (Sites.stackKey), for groupings that share them. */
+export interface KeyedGoroutines {
+  goroutines: readonly Goroutine[];
+  sites: Sites;
+  /** keys[i]: the stack key of goroutines[i]. */
+  keys: string[];
+}
+
+export function keyGoroutines(dump: GoroutineDump | readonly Goroutine[]): KeyedGoroutines {
+  const goroutines = Array.isArray(dump) ? (dump as readonly Goroutine[]) : (dump as GoroutineDump).goroutines;
+  const sites = new Sites();
+  return { goroutines, sites, keys: goroutines.map((g) => sites.stackKey(g)) };
+}
+
+/** The goroutines of a dump, a list of them, or both with their keys. */
+export type GoroutinesIn = GoroutineDump | readonly Goroutine[] | KeyedGoroutines;
+
+export function keyedOf(dump: GoroutinesIn): KeyedGoroutines {
+  return !Array.isArray(dump) && 'keys' in dump ? (dump as KeyedGoroutines) : keyGoroutines(dump as GoroutineDump | readonly Goroutine[]);
 }
 
 /** The identity of a goroutine's stack without its state (what diffDumps compares). */
@@ -163,11 +223,12 @@ export function topLabelSets(sets: Map<string, LabelSetCount>, max = MAX_GROUP_L
 }
 
 /** Groups the goroutines of a dump by identical stack, ordered by interest. */
-export function groupGoroutines(dump: GoroutineDump | readonly Goroutine[], options: GroupOptions = {}): GoroutineGroup[] {
-  const goroutines = Array.isArray(dump) ? (dump as readonly Goroutine[]) : (dump as GoroutineDump).goroutines;
+export function groupGoroutines(dump: GoroutinesIn, options: GroupOptions = {}): GoroutineGroup[] {
+  const { goroutines, keys } = keyedOf(dump);
   const byKey = new Map<string, Acc>();
-  for (const g of goroutines) {
-    const key = stackKey(g);
+  for (let i = 0; i < goroutines.length; i++) {
+    const g = goroutines[i]!;
+    const key = keys[i]!;
     let acc = byKey.get(key);
     if (!acc) {
       acc = {
