@@ -134,6 +134,11 @@ export interface RateFigure {
   maxSendLagMs: number;
 }
 
+/** How long past its schedule a block waits for its last answers: a collector too slow for
+ *  the rate would otherwise stretch the run without bound. The unanswered are counted as
+ *  status `unanswered`, with the time they had waited as their latency (a lower bound). */
+const ANSWER_GRACE_MS = 5000;
+
 /** Fires GETs at `rate`/s for `ms` on a fixed schedule (not waiting for answers). */
 async function openLoop(
   agent: http.Agent,
@@ -147,7 +152,25 @@ async function openLoop(
   const total = Math.floor((rate * ms) / 1000);
   let sent = 0;
   let answered = 0;
+  const pending = new Set<{ t0: number; req: http.ClientRequest }>();
   await new Promise<void>((resolve) => {
+    const cutoff = setTimeout(() => {
+      const now = performance.now();
+      for (const p of pending) {
+        into.lat.push(now - p.t0);
+        into.statuses.unanswered = (into.statuses.unanswered ?? 0) + 1;
+        p.req.destroy();
+      }
+      pending.clear();
+      sent = total;
+      resolve();
+    }, ms + ANSWER_GRACE_MS);
+    const done = () => {
+      if (++answered === total) {
+        clearTimeout(cutoff);
+        resolve();
+      }
+    };
     const fire = () => {
       const due = Math.min(total, Math.floor(((performance.now() - start) * rate) / 1000) + 1);
       for (; sent < due; sent++) {
@@ -157,14 +180,18 @@ async function openLoop(
         const req = http.get({ agent, host: base.hostname, port: base.port, path: pathOf() }, (res) => {
           res.resume();
           res.on('end', () => {
+            if (!pending.delete(entry)) return;
             into.lat.push(performance.now() - t0);
             into.statuses[res.statusCode!] = (into.statuses[res.statusCode!] ?? 0) + 1;
-            if (++answered === total) resolve();
+            done();
           });
         });
+        const entry = { t0, req };
+        pending.add(entry);
         req.on('error', () => {
+          if (!pending.delete(entry)) return;
           into.statuses.error = (into.statuses.error ?? 0) + 1;
-          if (++answered === total) resolve();
+          done();
         });
       }
       if (sent < total) setTimeout(fire, 1);
@@ -209,7 +236,8 @@ async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, t
   const fig = (a: (typeof acc)['healthz']): RateFigure => ({
     requests: a.lat.length,
     seconds: a.ms / 1000,
-    rate: a.lat.length / (a.ms / 1000),
+    // Answered requests only.
+    rate: (a.lat.length - (a.statuses.unanswered ?? 0)) / (a.ms / 1000),
     latency: summarize(a.lat),
     statuses: a.statuses,
     maxSendLagMs: Math.max(...a.lag),

@@ -161,6 +161,11 @@ function missedLines(f: FleetFigure, m: ScaleBench['met']): string[] {
   return out;
 }
 
+const codes = (st: Record<string, number>) =>
+  Object.entries(st)
+    .map(([k, c]) => `${n0(c)} × ${k}`)
+    .join(', ');
+
 const states = (f: FleetFigure) =>
   Object.entries(f.states)
     .map(([k, c]) => `${n0(c)} ${k}`)
@@ -185,7 +190,7 @@ readiness run, which every latency here includes.
 |---|---|---|---|---|
 | collector CPU, % of one core (${n0(f.windowS)} s, no API traffic; ${n0(f.eventsPerS)} events/s in) | ${n0(f.cpuPct, 1)} % | the clients' process, the other end of the same sessions: ${n0(f.clientsCpuPct, 1)} % | ${x(f.cpuPct, T.cpuPct)} | ≤ ${T.cpuPct} %: ${met(b.met.cpu)} |
 | collector RSS at the window's end | ${n0(f.rssMiB, 1)} MiB (peak ${n0(f.hwmMiB, 1)}) | at start-up, no sandboxes: ${n0(f.startRssMiB, 1)} MiB | ${x(f.rssMiB, T.rssMiB)} | ≤ ${T.rssMiB} MiB: ${met(b.met.rss)} |
-| GET /v1/sandboxes/:id/readiness at ${n0(T.readinessRate)}/s (random id; achieved ${n0(r.rate)}/s, ${n0(r.requests)} requests) | ${stat(r.latency)} | GET /healthz at the same rate (achieved ${n0(h.rate)}/s): ${stat(h.latency)} | ${x(r.latency.p99, T.readinessP99Ms)} | ≤ ${T.readinessP99Ms} ms p99: ${met(b.met.readiness)} |
+| GET /v1/sandboxes/:id/readiness at ${n0(T.readinessRate)}/s (random id; achieved ${n0(r.rate)}/s; ${codes(r.statuses)}) | ${stat(r.latency)} | GET /healthz at the same rate (achieved ${n0(h.rate)}/s; ${codes(h.statuses)}): ${stat(h.latency)} | ${x(r.latency.p99, T.readinessP99Ms)} | ≤ ${T.readinessP99Ms} ms p99: ${met(b.met.readiness)} |
 | stuck verdict lag: \`stuck\` − (last phase + ${n0(v.stallMs)} ms stall-after) | ${stat(v.stuckLag)}; ${v.stuckCensored} later than ${n0(v.censoredAfterMs)} ms | the threshold itself, ${n0(v.stallMs)} ms: p99 verdict at ${n0((v.stallMs + v.stuckLag.p99) / v.stallMs, 3)} × it | ${x(v.stuckLag.p99, T.stuckLagP99Ms)} | ≤ ${T.stuckLagP99Ms} ms p99: ${met(b.met.stuckLag)} |
 | bind → ready: the client's write of its bound listener → the collector's \`ready\` | ${stat(v.bindToReady)}; ${v.bindMissed} never ready | — | ${x(v.bindToReady.p99, T.bindToReadyP99Ms)} | ≤ ${T.bindToReadyP99Ms} ms p99: ${met(b.met.bindToReady)} |
 
@@ -199,7 +204,8 @@ ${v.bindToReady.n + v.bindMissed} other booting sandboxes get a target and its b
 wall clock just after that write to the \`ready\` state event (the collector's wall clock, the same host clock, 1 ms steps),
 so it includes the trip over the socket and any wait behind the event loop, not an API round trip. Then the readiness
 API and /healthz, each at ${n0(T.readinessRate)} requests/s on an open-loop schedule, in alternating blocks, ${n0(r.seconds, 1)} s each
-(keep-alive agent; this process's worst send lag ${ms(Math.max(r.maxSendLagMs, h.maxSendLagMs))} ms, its run-queue wait ${n0(runDelayPct.bench, 1)} %).
+(keep-alive agent; a request not answered 5 s after its block's schedule ended counts as \`unanswered\`, its wait so far as
+its latency, a lower bound; this process's worst send lag ${ms(Math.max(r.maxSendLagMs, h.maxSendLagMs))} ms, its run-queue wait ${n0(runDelayPct.bench, 1)} %).
 Sessions the collector closed during the run: ${f.closed}.
 `;
   out += bigSection(b);
