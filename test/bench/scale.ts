@@ -86,9 +86,12 @@ async function withBig(fleet: FleetFigure, profRoot: string, start: number[], pr
   const T = SCALE_TARGETS;
   const v = fleet.verdicts!;
   const r = fleet.readiness!.readiness;
+  // A fleet that did not all connect, or that the collector cut off (silent for 5 s when its
+  // loop falls behind), is a lighter load: its CPU and RSS meet nothing.
+  const whole = wholeFleet(fleet);
   const met = {
-    cpu: fleet.cpuPct <= T.cpuPct,
-    rss: fleet.rssMiB <= T.rssMiB,
+    cpu: fleet.cpuPct <= T.cpuPct && whole,
+    rss: fleet.rssMiB <= T.rssMiB && whole,
     readiness: r.latency.p99 <= T.readinessP99Ms && r.rate >= T.readinessRate * 0.95,
     stuckLag: v.stuckLag.p99 <= T.stuckLagP99Ms && v.stuckCensored === 0,
     bindToReady: v.bindToReady.p99 <= T.bindToReadyP99Ms && v.bindMissed === 0,
@@ -142,13 +145,18 @@ const met = (ok: boolean) => (ok ? 'met' : '**not met**');
 const la = (l: number[]) => l.map((x) => x.toFixed(1)).join(' / ');
 const x = (measured: number, target: number) => `${n0(measured / target, 2)}×`;
 
+const wholeFleet = (f: FleetFigure) => f.connected === f.requested && f.closed === 0;
+
 function missedLines(f: FleetFigure, m: ScaleBench['met']): string[] {
   const T = SCALE_TARGETS;
   const v = f.verdicts!;
   const r = f.readiness!.readiness;
   const out: string[] = [];
-  if (!m.cpu) out.push(`collector CPU with ${n0(f.connected)} sessions ${n0(f.cpuPct, 1)} % of a core > ${T.cpuPct} %`);
-  if (!m.rss) out.push(`collector RSS with ${n0(f.connected)} sessions ${n0(f.rssMiB)} MiB > ${T.rssMiB} MiB`);
+  const whole = wholeFleet(f)
+    ? ''
+    : ` (not the whole fleet: ${n0(f.connected)} of ${n0(f.requested)} connected, ${n0(f.closed)} sessions closed by the collector)`;
+  if (!m.cpu) out.push(`collector CPU with ${n0(f.connected)} sessions ${n0(f.cpuPct, 1)} % of a core, target ≤ ${T.cpuPct} %${whole}`);
+  if (!m.rss) out.push(`collector RSS with ${n0(f.connected)} sessions ${n0(f.rssMiB)} MiB, target ≤ ${T.rssMiB} MiB${whole}`);
   if (!m.readiness) {
     out.push(`readiness p99 ${ms(r.latency.p99)} ms > ${T.readinessP99Ms} ms (at ${n0(r.rate)}/s of ${n0(T.readinessRate)}/s asked)`);
   }
@@ -186,7 +194,7 @@ Same machine, one run (\`node test/run-ts.mjs test/bench/scale-only.ts\` runs th
 collector's main thread was runnable but waiting for a CPU ${n0(f.runDelayPct, 1)} % of the quiet window and ${n0(runDelayPct.collector, 1)} % of the
 readiness run, which every latency here includes.
 
-| ${n0(f.connected)} sessions at 1 Hz (${states(f)}) | measured | baseline in the same run | ratio to target | target |
+| ${n0(f.connected)} of ${n0(f.requested)} sessions connected, at 1 Hz (at the window's end: ${states(f)}) | measured | baseline in the same run | ratio to target | target |
 |---|---|---|---|---|
 | collector CPU, % of one core (${n0(f.windowS)} s, no API traffic; ${n0(f.eventsPerS)} events/s in) | ${n0(f.cpuPct, 1)} % | the clients' process, the other end of the same sessions: ${n0(f.clientsCpuPct, 1)} % | ${x(f.cpuPct, T.cpuPct)} | ≤ ${T.cpuPct} %: ${met(b.met.cpu)} |
 | collector RSS at the window's end | ${n0(f.rssMiB, 1)} MiB (peak ${n0(f.hwmMiB, 1)}) | at start-up, no sandboxes: ${n0(f.startRssMiB, 1)} MiB | ${x(f.rssMiB, T.rssMiB)} | ≤ ${T.rssMiB} MiB: ${met(b.met.rss)} |
@@ -206,7 +214,11 @@ so it includes the trip over the socket and any wait behind the event loop, not 
 API and /healthz, each at ${n0(T.readinessRate)} requests/s on an open-loop schedule, in alternating blocks, ${n0(r.seconds, 1)} s each
 (keep-alive agent; a request not answered 5 s after its block's schedule ended counts as \`unanswered\`, its wait so far as
 its latency, a lower bound; this process's worst send lag ${ms(Math.max(r.maxSendLagMs, h.maxSendLagMs))} ms, its run-queue wait ${n0(runDelayPct.bench, 1)} %).
-Sessions the collector closed during the run: ${f.closed}.
+Sessions the collector closed during the run: ${n0(f.closed)}${
+    f.closed
+      ? ' (the collector closes a session it has not heard from for 5 s, and with its event loop seconds behind, heartbeats wait unread; CPU and RSS count as met only with the whole fleet)'
+      : ''
+  }.
 `;
   out += bigSection(b);
   out += profileSection(b);
