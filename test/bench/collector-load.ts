@@ -137,7 +137,7 @@ export interface RateFigure {
 /** How long past its schedule a block waits for its last answers: a collector too slow for
  *  the rate would otherwise stretch the run without bound. The unanswered are counted as
  *  status `unanswered`, with the time they had waited as their latency (a lower bound). */
-const ANSWER_GRACE_MS = 5000;
+const ANSWER_GRACE_MS = 2000;
 
 /** Fires GETs at `rate`/s for `ms` on a fixed schedule (not waiting for answers). */
 async function openLoop(

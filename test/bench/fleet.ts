@@ -77,9 +77,15 @@ export function share(list: ProfileEntry[], ...prefixes: string[]): number {
   return list.filter((e) => prefixes.some((p) => e.name.startsWith(p))).reduce((a, e) => a + e.pct, 0);
 }
 
-export function digestRows(title: string, d: ProfileDigest, loop?: { p50: number; p99: number; max: number }): string {
+/** The loop delay as read; a window in which the 10 ms timer never fired has no sample. */
+function loopText(l: { p50: number; p99: number; max: number; count?: number }): string {
+  if (l.count === 0) return '; event-loop delay: no sample (its 10 ms timer never fired in the window: every turn of the loop took longer)';
+  return `; event-loop delay p50 ${ms(l.p50)} ms, p99 ${ms(l.p99)} ms, max ${ms(l.max)} ms (10 ms sampling${l.count !== undefined ? `, ${n0(l.count)} samples` : ''})`;
+}
+
+export function digestRows(title: string, d: ProfileDigest, loop?: { p50: number; p99: number; max: number; count?: number }): string {
   const lines = [
-    `| ${title}: main thread busy | ${n0(d.busyMs)} ms of ${n0(d.totalMs)} ms${loop ? `; event-loop delay p50 ${ms(loop.p50)} ms, p99 ${ms(loop.p99)} ms, max ${ms(loop.max)} ms (10 ms sampling)` : ''}; GC ${n0(d.gcMs)} ms |`,
+    `| ${title}: main thread busy | ${n0(d.busyMs)} ms of ${n0(d.totalMs)} ms${loop ? loopText(loop) : ''}; GC ${n0(d.gcMs)} ms |`,
     `| by own function (nearest collector/probe frame) | ${entries(d.byOwnFunction)} |`,
     `| by source file | ${entries(d.byFile)} |`,
     `| self time (leaf) | ${entries(d.self)} |`,

@@ -111,13 +111,15 @@ async function withBig(fleet: FleetFigure, profRoot: string, start: number[], pr
     const sqlitePct = bw ? sqliteShare(bw.digest) : Number.NaN;
     const busy = (f: FleetFigure | undefined) =>
       f?.profile ? (f.profile.window.digest.busyMs / f.profile.window.digest.totalMs) * 100 : undefined;
+    // A window without one loop-delay sample had every turn of the loop longer than itself.
+    const loopP99 = (w: NonNullable<FleetFigure['profile']>['window']) => (w.loop.count ? w.loop.p99 : w.digest.totalMs);
     const runs = [
       {
         sessions: fleet.connected,
         busyPct: busy(fleet) ?? fleet.cpuPct,
-        ...(fleet.profile ? { loopP99Ms: fleet.profile.window.loop.p99 } : {}),
+        ...(fleet.profile ? { loopP99Ms: loopP99(fleet.profile.window) } : {}),
       },
-      ...(bw ? [{ sessions: big.connected, busyPct: busy(big)!, loopP99Ms: bw.loop.p99 }] : []),
+      ...(bw ? [{ sessions: big.connected, busyPct: busy(big)!, loopP99Ms: loopP99(bw) }] : []),
     ];
     const limit = big.connected
       ? firstLimit({
@@ -212,7 +214,7 @@ ${v.bindToReady.n + v.bindMissed} other booting sandboxes get a target and its b
 wall clock just after that write to the \`ready\` state event (the collector's wall clock, the same host clock, 1 ms steps),
 so it includes the trip over the socket and any wait behind the event loop, not an API round trip. Then the readiness
 API and /healthz, each at ${n0(T.readinessRate)} requests/s on an open-loop schedule, in alternating blocks, ${n0(r.seconds, 1)} s each
-(keep-alive agent; a request not answered 5 s after its block's schedule ended counts as \`unanswered\`, its wait so far as
+(keep-alive agent; a request not answered 2 s after its block's schedule ended counts as \`unanswered\`, its wait so far as
 its latency, a lower bound; this process's worst send lag ${ms(Math.max(r.maxSendLagMs, h.maxSendLagMs))} ms, its run-queue wait ${n0(runDelayPct.bench, 1)} %).
 Sessions the collector closed during the run: ${n0(f.closed)}${
     f.closed
@@ -236,7 +238,7 @@ function bigSection(b: ScaleBench): string {
     `| sessions | ${n0(g.requested)} asked for${cut ? `; ${n0(g.sessions)} fit the collector's ${n0(g.fds.limit)} descriptors (2 each + ${n0(g.fds.limit - 2 * g.sessions)} spare)` : ''}; ${n0(g.registered)} registered in ${n0(g.registerS, 1)} s, ${n0(g.connected)} connected in ${n0(g.connectS, 1)} s (${n0(g.connectCut)} not tried by the ${T.bigSetup.connectMs / 1000} s deadline; registering stops at ${T.bigSetup.registerMs / 1000} s); ${states(g)} |`,
     `| collector CPU, % of one core (${n0(g.windowS)} s, no API traffic, profiler on) | ${n0(g.cpuPct, 1)} %; run-queue wait ${n0(g.runDelayPct, 1)} %; the clients' process ${n0(g.clientsCpuPct, 1)} %; ${n0(g.eventsPerS)} events/s in |`,
     `| collector RSS | ${n0(g.rssMiB, 1)} MiB (peak ${n0(g.hwmMiB, 1)}); ${n0(g.startRssMiB, 1)} MiB at start-up; ${n0(b.memAvailableMiB)} MiB available on the machine |`,
-    `| event-loop delay in the window (10 ms sampling) | ${w ? `p50 ${ms(w.loop.p50)} / p99 ${ms(w.loop.p99)} / max ${ms(w.loop.max)} ms` : `no profile (${g.profileError ?? 'unknown'})`} |`,
+    `| event-loop delay in the window (10 ms sampling) | ${w ? (w.loop.count ? `p50 ${ms(w.loop.p50)} / p99 ${ms(w.loop.p99)} / max ${ms(w.loop.max)} ms (${n0(w.loop.count)} samples)` : 'no sample: every turn of the loop took longer than the window') : `no profile (${g.profileError ?? 'unknown'})`} |`,
     `| main thread busy (profile) | ${w ? `${n0(busyPct, 1)} % of the window; GC ${n0((w.digest.gcMs / w.digest.busyMs) * 100, 1)} % of that, the SQLite writer (store.ts + better-sqlite3) ${n0(b.sqlitePct, 1)} %` : '—'} |`,
     `| descriptors | ${n0(g.fds.atEnd)} open at the window's end, ${n0(g.fds.atStart)} before any sandbox; limit ${n0(g.fds.limit)} |`,
     `| sessions the collector closed during the run | ${n0(g.closed)} |`,
