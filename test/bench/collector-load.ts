@@ -10,8 +10,18 @@
 //        core) and RSS at the end; no API traffic during it;
 //      - ingest → API latency: a `phase` event with a unique name sent by a random client,
 //        timed until GET /v1/sandboxes/:id shows it as lastPhase (polled every 5 ms);
+//      - optionally verdicts under that load (FleetOptions.verdicts): a few booting clients
+//        whose target appears and then sends no phase for --stall-after, again and again
+//        (stuck verdict lag: the `stuck` state event minus last phase + stall-after, both
+//        from the sandbox's history), and others whose target appears bound (bind → ready:
+//        the `ready` state event, on the collector's clock, minus the client's write);
 //      - optionally the readiness API at a steady open-loop rate against /healthz at the
 //        same rate, in alternating blocks (keep-alive agent, random sandbox ids).
+//    With FleetOptions.fitFds, a fleet larger than the collector's descriptor limit allows is
+//    cut to what fits (2 per session) instead of refused; with `setup`, registering and
+//    connecting each stop at a deadline and the run goes on with the sessions it has. With
+//    `profileTail`, everything above is measured unprofiled, then the same process is
+//    profiled over another quiet window (and readiness run): no second fleet to set up.
 // 2. measureIngest: one session pushing batches of 256 events as fast as acks allow (a
 //    window of outstanding batches), next to the same bytes written to a plain Unix socket
 //    whose reader (another process) only counts and discards them, alternately.
@@ -28,7 +38,7 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { MAX_EVENTS_PER_BATCH, encodeMessage, type EventBody, type ProbeEvent } from '@vsockdiag/proto';
-import { ROOT, startCollector, type CollectorProcess } from '../harness/collector.js';
+import { ROOT, allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { ProbeClient } from '../harness/probe-client.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
@@ -124,6 +134,11 @@ export interface RateFigure {
   maxSendLagMs: number;
 }
 
+/** How long past its schedule a block waits for its last answers: a collector too slow for
+ *  the rate would otherwise stretch the run without bound. The unanswered are counted as
+ *  status `unanswered`, with the time they had waited as their latency (a lower bound). */
+const ANSWER_GRACE_MS = 2000;
+
 /** Fires GETs at `rate`/s for `ms` on a fixed schedule (not waiting for answers). */
 async function openLoop(
   agent: http.Agent,
@@ -137,7 +152,25 @@ async function openLoop(
   const total = Math.floor((rate * ms) / 1000);
   let sent = 0;
   let answered = 0;
+  const pending = new Set<{ t0: number; req: http.ClientRequest }>();
   await new Promise<void>((resolve) => {
+    const cutoff = setTimeout(() => {
+      const now = performance.now();
+      for (const p of pending) {
+        into.lat.push(now - p.t0);
+        into.statuses.unanswered = (into.statuses.unanswered ?? 0) + 1;
+        p.req.destroy();
+      }
+      pending.clear();
+      sent = total;
+      resolve();
+    }, ms + ANSWER_GRACE_MS);
+    const done = () => {
+      if (++answered === total) {
+        clearTimeout(cutoff);
+        resolve();
+      }
+    };
     const fire = () => {
       const due = Math.min(total, Math.floor(((performance.now() - start) * rate) / 1000) + 1);
       for (; sent < due; sent++) {
@@ -147,14 +180,18 @@ async function openLoop(
         const req = http.get({ agent, host: base.hostname, port: base.port, path: pathOf() }, (res) => {
           res.resume();
           res.on('end', () => {
+            if (!pending.delete(entry)) return;
             into.lat.push(performance.now() - t0);
             into.statuses[res.statusCode!] = (into.statuses[res.statusCode!] ?? 0) + 1;
-            if (++answered === total) resolve();
+            done();
           });
         });
+        const entry = { t0, req };
+        pending.add(entry);
         req.on('error', () => {
+          if (!pending.delete(entry)) return;
           into.statuses.error = (into.statuses.error ?? 0) + 1;
-          if (++answered === total) resolve();
+          done();
         });
       }
       if (sent < total) setTimeout(fire, 1);
@@ -199,7 +236,8 @@ async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, t
   const fig = (a: (typeof acc)['healthz']): RateFigure => ({
     requests: a.lat.length,
     seconds: a.ms / 1000,
-    rate: a.lat.length / (a.ms / 1000),
+    // Answered requests only.
+    rate: (a.lat.length - (a.statuses.unanswered ?? 0)) / (a.ms / 1000),
     latency: summarize(a.lat),
     statuses: a.statuses,
     maxSendLagMs: Math.max(...a.lag),
@@ -211,7 +249,16 @@ async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, t
 
 export interface FleetFigure {
   sessions: number;
+  /** The fleet asked for (more than `sessions` when fitFds cut it). */
+  requested: number;
+  /** Sandboxes registered (fewer than `sessions` when setupDeadlineMs cut it). */
+  registered: number;
   connected: number;
+  /** Connects never tried, the deadline having passed. */
+  connectCut: number;
+  /** The collector's descriptors: its limit, open once started, open at the window's end. */
+  fds: { limit: number; atStart: number; atEnd: number };
+  loadavg: { start: number[]; end: number[] };
   registerS: number;
   connectS: number;
   windowS: number;
@@ -221,6 +268,8 @@ export interface FleetFigure {
   runDelayPct: number;
   rssMiB: number;
   hwmMiB: number;
+  /** RSS once started, before any sandbox. */
+  startRssMiB: number;
   /** The client process's own CPU over the same window (it shares the machine). */
   clientsCpuPct: number;
   /** Events the clients sent per second over the window (one batch each a second). */
@@ -230,6 +279,9 @@ export interface FleetFigure {
   /** Sessions the collector closed during the run (should be 0). */
   closed: number;
   readiness?: { readiness: RateFigure; healthz: RateFigure; runDelayPct: { collector: number; bench: number } };
+  verdicts?: VerdictFigure;
+  /** With FleetOptions.profileTail: the profiled window's CPU and readiness run (profiler on). */
+  tail?: { windowS: number; cpuPct: number; readiness?: FleetFigure['readiness'] };
   /** With FleetOptions.cpuProfDir: where the collector's main thread spent each window. */
   profile?: {
     file: string;
@@ -248,10 +300,34 @@ export interface LoopDelay {
   count: number;
 }
 
+export interface VerdictFigure {
+  stallMs: number;
+  windowS: number;
+  /** `stuck` state event − (last phase event + stall-after); `stuckCensored`: cycles whose
+   *  verdict had not come by the next phase (lag over `censoredAfterMs`). */
+  stuckLag: Stat;
+  stuckClients: number;
+  stuckCensored: number;
+  censoredAfterMs: number;
+  /** `ready` state event − the client's write of target.found + listener.bound. */
+  bindToReady: Stat;
+  bindMissed: number;
+}
+
 export interface FleetOptions {
   windowS: number;
   latencySamples: number;
   readiness?: { rate: number; totalMs: number; blocks: number };
+  /** Collector flags (default: deadlines far past any window, so nothing turns stuck). */
+  args?: string[];
+  /** Stuck verdicts and binds measured under the load; `stallMs` must be the collector's
+   *  --stall-after (args). */
+  verdicts?: { stuck: number; bind: number; ms: number; stallMs: number };
+  fitFds?: boolean;
+  /** Deadlines (ms) for registering and for connecting. */
+  setup?: { registerMs: number; connectMs: number };
+  /** With cpuProfDir: profile only after the measured phases, over these. */
+  profileTail?: { windowS: number; readiness?: { rate: number; totalMs: number; blocks: number } };
   /** Run the collector under --cpu-prof, writing into this directory. */
   cpuProfDir?: string;
 }
@@ -283,38 +359,60 @@ async function runFleet(n: number, opts: FleetOptions, progress: Progress): Prom
     ? {
         NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${path.join(ROOT, 'test/bench/fixtures/cpu-prof-preload.cjs')}`.trim(),
         VD_PROF_DIR: opts.cpuProfDir,
+        ...(opts.profileTail ? { VD_PROF_LAZY: '1' } : {}),
       }
     : {};
-  const c = await startCollector({ args: QUIET_ARGS, env: profiler });
+  const loadStart = os.loadavg();
+  const c = await startCollector({ args: opts.args ?? QUIET_ARGS, env: profiler });
   const pid = c.proc.pid!;
+  const fdsAtStart = openFds(pid);
+  const startRssMiB = statusFields(pid, ['VmRSS'] as const).VmRSS / 1024;
   // Each session costs the collector two descriptors (its listener and the connection).
   const fdLimit = Number(/^Max open files\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/limits`, 'utf8'))?.[1] ?? Infinity);
-  if (fdLimit < 2 * n + 256) {
-    await c.stop();
-    throw new Error(
-      `the collector may open only ${fdLimit} files; ${n} sessions need ${2 * n + 256}: raise the soft limit (ulimit -n) before make bench`,
-    );
+  const requested = n;
+  if (fdLimit < 2 * n + FD_SPARE) {
+    if (opts.fitFds) n = Math.floor((fdLimit - FD_SPARE) / 2);
+    else {
+      await c.stop();
+      throw new Error(
+        `the collector may open only ${fdLimit} files; ${n} sessions need ${2 * n + FD_SPARE}: raise the soft limit (ulimit -n) before make bench`,
+      );
+    }
   }
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-f-'));
-  const mark = () => void (opts.cpuProfDir && c.proc.kill('SIGUSR2'));
+  const profMark = () => void c.proc.kill('SIGUSR2');
+  // The marks of the measured phases (a profiled tail marks only its own).
+  const mark = () => void (opts.cpuProfDir && !opts.profileTail && profMark());
   let clients: Clients | null = null;
   try {
-    const ids = Array.from({ length: n }, (_, i) => `f${i}`);
+    let ids = Array.from({ length: n }, (_, i) => `f${i}`);
     const t0 = performance.now();
+    let registered = 0;
+    const registerBy = t0 + (opts.setup?.registerMs ?? Number.POSITIVE_INFINITY);
     await pool(ids, 16, async (id, i) => {
+      if (performance.now() > registerBy) return;
       const r = await c.api('PUT', `/v1/sandboxes/${id}`, { udsPath: path.join(root, `${i}.v`) });
       if (r.status !== 201) throw new Error(`register ${id}: ${r.status} ${JSON.stringify(r.body)}`);
-      if ((i + 1) % 500 === 0) progress(`fleet of ${n}: ${i + 1} sandboxes registered`);
+      if (++registered % 1000 === 0) progress(`fleet of ${n}: ${registered} sandboxes registered`);
     });
     const registerS = (performance.now() - t0) / 1000;
+    // Registered in index order, 16 at a time: at a deadline, the first `registered` ones.
+    ids = ids.slice(0, registered);
 
     clients = startClients();
     const t1 = performance.now();
-    clients.send({ op: 'connect', paths: ids.map((_, i) => path.join(root, `${i}.v_${VSOCK_PORT}`)), readyEvery: 2 });
-    // Under a loaded machine 5,000+ handshakes take minutes: the deadline grows with n.
-    const conn = await clients.next('connected', Math.max(120_000, n * 60));
+    const connectBudgetMs = opts.setup?.connectMs ?? Number.POSITIVE_INFINITY;
+    clients.send({
+      op: 'connect',
+      paths: ids.map((_, i) => path.join(root, `${i}.v_${VSOCK_PORT}`)),
+      readyEvery: 2,
+      ...(Number.isFinite(connectBudgetMs) ? { deadlineMs: connectBudgetMs } : {}),
+    });
+    // Under a loaded machine 5,000+ handshakes take minutes: the deadline grows with n (a
+    // connect under way at the client's own deadline may still take its 5 s welcome timeout).
+    const conn = await clients.next('connected', Number.isFinite(connectBudgetMs) ? connectBudgetMs + 30_000 : Math.max(120_000, n * 60));
     const connectS = (performance.now() - t1) / 1000;
-    progress(`fleet of ${n}: ${conn.n} sessions connected in ${connectS.toFixed(1)} s (${conn.failed} failed)`);
+    progress(`fleet of ${n}: ${conn.n} sessions connected in ${connectS.toFixed(1)} s (${conn.failed} failed, ${conn.cut} not tried)`);
     // Let the connection surge settle (every client is in its 1 Hz rhythm after 1 s).
     await sleep(3000);
 
@@ -333,6 +431,7 @@ async function runFleet(n: number, opts: FleetOptions, progress: Progress): Prom
     const cli1 = cpuMs(clients.proc.pid!);
     const windowMs = performance.now() - w0;
     const mem = statusFields(pid, ['VmRSS', 'VmHWM'] as const);
+    const fdsAtEnd = openFds(pid);
     const s1 = await statsOf(clients);
     const windowCpuMs = cpu1 - cpu0;
 
@@ -359,9 +458,13 @@ async function runFleet(n: number, opts: FleetOptions, progress: Progress): Prom
       await sleep(40 + Math.random() * 40);
     }
 
-    const list = (await c.api<{ sandboxes: Array<{ state: string }> }>('GET', '/v1/sandboxes')).body.sandboxes;
+    const list = await c.api<{ sandboxes: Array<{ state: string }> }>('GET', '/v1/sandboxes');
     const states: Record<string, number> = {};
-    for (const s of list) states[s.state] = (states[s.state] ?? 0) + 1;
+    if (list.status === 200) for (const s of list.body.sandboxes) states[s.state] = (states[s.state] ?? 0) + 1;
+    else states[`(GET /v1/sandboxes answered ${list.status}: ${JSON.stringify(list.body).slice(0, 200)})`] = 1;
+
+    let verdicts: VerdictFigure | undefined;
+    if (opts.verdicts) verdicts = await verdictsUnderLoad(c, clients, ids.length, opts.verdicts, progress);
 
     let readiness: FleetFigure['readiness'];
     if (opts.readiness) {
@@ -369,10 +472,32 @@ async function runFleet(n: number, opts: FleetOptions, progress: Progress): Prom
       progress(`fleet of ${n}: readiness API and /healthz at ${rate}/s each, ${(totalMs / 1000).toFixed(0)} s each`);
       readiness = await readinessLoad(c, ids, rate, totalMs, blocks, mark);
     }
+    let tail: FleetFigure['tail'];
+    if (opts.profileTail) {
+      progress(`fleet of ${n}: profiling the same load, ${opts.profileTail.windowS} s`);
+      profMark();
+      const p0 = cpuMs(pid);
+      const pt = performance.now();
+      await sleep(opts.profileTail.windowS * 1000);
+      const p1 = cpuMs(pid);
+      const pms = performance.now() - pt;
+      profMark();
+      const tr = opts.profileTail.readiness;
+      tail = {
+        windowS: pms / 1000,
+        cpuPct: ((p1 - p0) / pms) * 100,
+        ...(tr ? { readiness: await readinessLoad(c, ids, tr.rate, tr.totalMs, tr.blocks, profMark) } : {}),
+      };
+    }
     const s2 = await statsOf(clients);
     return {
       sessions: n,
+      requested,
+      registered,
       connected: conn.n,
+      connectCut: conn.cut,
+      fds: { limit: fdLimit, atStart: fdsAtStart, atEnd: fdsAtEnd },
+      loadavg: { start: loadStart, end: os.loadavg() },
       registerS,
       connectS,
       windowS: windowMs / 1000,
@@ -381,18 +506,108 @@ async function runFleet(n: number, opts: FleetOptions, progress: Progress): Prom
       runDelayPct: ((wait1 - wait0) / windowMs) * 100,
       rssMiB: mem.VmRSS / 1024,
       hwmMiB: mem.VmHWM / 1024,
+      startRssMiB,
       clientsCpuPct: ((cli1 - cli0) / windowMs) * 100,
       eventsPerS: (s1.sent - s0.sent) / (windowMs / 1000),
       states,
       ingestToApi: summarize(lat),
       closed: s2.closed,
       ...(readiness ? { readiness } : {}),
+      ...(verdicts ? { verdicts } : {}),
+      ...(tail ? { tail } : {}),
     };
   } finally {
     await clients?.stop();
     await c.stop();
     fs.rmSync(root, { recursive: true, force: true });
   }
+}
+
+/** Descriptors beyond 2 per session: stdio, the HTTP listener and its connections, SQLite's
+ *  files, Node's own (epoll, eventfds, the worker threads'). */
+const FD_SPARE = 256;
+
+const openFds = (pid: number) => fs.readdirSync(`/proc/${pid}/fd`).length;
+
+/**
+ * Stuck verdicts and binds while the fleet keeps streaming: `stuck` booting clients (odd
+ * indices: readyEvery 2 makes the even ones ready) get a target and then a `phase` every
+ * stall + 1 s, so each cycle goes starting → stuck → starting; `bind` others get a target
+ * that is bound at once, spread over the window. Timed from the sandboxes' histories after
+ * the window (the stuck verdicts of the last cycle are waited for).
+ */
+async function verdictsUnderLoad(
+  c: CollectorProcess,
+  clients: Clients,
+  n: number,
+  o: NonNullable<FleetOptions['verdicts']>,
+  progress: Progress,
+): Promise<VerdictFigure> {
+  const booting = Array.from({ length: Math.floor(n / 2) }, (_, k) => 2 * k + 1);
+  for (let k = booting.length - 1; k > 0; k--) {
+    const j = Math.floor(Math.random() * (k + 1));
+    [booting[k], booting[j]] = [booting[j]!, booting[k]!];
+  }
+  const stuck = booting.slice(0, o.stuck);
+  const bind = booting.slice(o.stuck, o.stuck + o.bind);
+  const cycleMs = o.stallMs + 1000;
+  progress(`fleet of ${n}: verdicts under load, ${stuck.length} sandboxes cycling into stuck, ${bind.length} binds, ${o.ms / 1000} s`);
+  for (const i of stuck) {
+    clients.send({ op: 'target', i });
+    await clients.next('target', 10_000);
+  }
+  const t0 = performance.now();
+  const phaseDue = stuck.map((_, k) => (k * cycleMs) / stuck.length);
+  const bindAt = new Map<number, number>();
+  let phases = 0;
+  let binds = 0;
+  while (performance.now() - t0 < o.ms) {
+    const t = performance.now() - t0;
+    for (let k = 0; k < stuck.length; k++) {
+      if (t < phaseDue[k]!) continue;
+      clients.send({ op: 'phase', i: stuck[k], name: `cycle-${phases++}` });
+      await clients.next('phase', 10_000);
+      phaseDue[k]! += cycleMs;
+    }
+    if (binds < bind.length && t >= (binds * o.ms) / bind.length) {
+      const i = bind[binds++]!;
+      clients.send({ op: 'bind', i });
+      const m = await clients.next('bind', 10_000);
+      if (m.at !== null) bindAt.set(i, m.at);
+    }
+    await sleep(20);
+  }
+  // The last cycles' verdicts are due a stall after their phase; give them the slack of a cycle.
+  await sleep(cycleMs);
+
+  const lag: number[] = [];
+  let censored = 0;
+  for (const i of stuck) {
+    const events = await allEvents(c, `f${i}`);
+    const marks = events.filter((e) => (e.kind === 'phase' && String(e.data.name).startsWith('cycle-')) || e.kind === 'state');
+    for (let k = 0; k < marks.length; k++) {
+      if (marks[k].kind !== 'phase') continue;
+      const deadline = Date.parse(marks[k].at) + o.stallMs;
+      const verdict = marks.slice(k + 1).find((e) => e.kind === 'phase' || (e.kind === 'state' && e.data.state === 'stuck'));
+      if (verdict?.kind === 'state') lag.push(Date.parse(verdict.at) - deadline);
+      else censored++;
+    }
+  }
+  const bindLag: number[] = [];
+  for (const [i, at] of bindAt) {
+    const ready = (await allEvents(c, `f${i}`, 'state')).find((e) => e.data.state === 'ready');
+    if (ready) bindLag.push(Date.parse(ready.at) - at);
+  }
+  return {
+    stallMs: o.stallMs,
+    windowS: o.ms / 1000,
+    stuckLag: summarize(lag),
+    stuckClients: stuck.length,
+    stuckCensored: censored,
+    censoredAfterMs: cycleMs - o.stallMs,
+    bindToReady: summarize(bindLag),
+    bindMissed: bind.length - bindLag.length,
+  };
 }
 
 async function statsOf(clients: Clients): Promise<{ sent: number; acked: number; closed: number }> {

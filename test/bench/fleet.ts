@@ -1,18 +1,16 @@
 // Issue 7's fleet figures, measured together and written as one BENCHMARKS.md section:
 //   - probe exec → first frame at the collector, next to `node -e 0` (probe-startup.ts);
-//   - the collector with 1,000 and 2,000 light probe sessions at 1 Hz: CPU, RSS, ingest →
-//     API latency (collector-load.ts);
+//   - the collector idle and with 1,000 light probe sessions at 1 Hz: CPU, RSS, ingest →
+//     API latency (collector-load.ts); the collector's scale targets (5,000 and 20,000
+//     sessions, the readiness API at 1,000/s) are scale.ts's section;
 //   - one session's ingest throughput next to a raw Unix-socket relay of the same bytes;
-//   - the readiness API at 500 requests/s with 1,000 sandboxes, next to /healthz;
 //   - the automatic dump stored after the `stuck` verdict (auto-dumps.ts).
-// Where a target is missed, the run profiles what missed (collector: the inspector's
-// sampling profiler through a preload, plus its event-loop delay; probe: an unminified
-// build under --cpu-prof) and the section says where the time went.
+// Where a target is missed, the run profiles what missed (probe: an unminified build under
+// --cpu-prof) and the section says where the time went. The digest helpers here
+// (digestRows, entries, share) are scale.ts's too.
 // Bounded: fixed counts, fixed windows (VSOCKDIAG_BENCH_FLEET_S, 10–60 s, default 20).
 
 import os from 'node:os';
-import fs from 'node:fs';
-import path from 'node:path';
 import { measureAutoDumps } from './auto-dumps.js';
 import { measureFleet, measureIngest, type FleetFigure, type IngestFigure } from './collector-load.js';
 import type { ProfileDigest, ProfileEntry } from './cpu-profile.js';
@@ -22,9 +20,6 @@ type Progress = (msg: string) => void;
 
 export const FLEET_TARGETS = {
   startupRatio: 1.25,
-  cpuPct2000: 50,
-  rssBytes2000: 400e6,
-  readinessP99Ms: 5,
   autoDumpP99Ms: 1000,
 } as const;
 
@@ -37,9 +32,9 @@ export interface FleetBench {
   /** The collector with no sandboxes, measured alike: the baseline of the fleet rows. */
   idle: FleetFigure;
   fleet: FleetFigure[];
-  met: { startup: boolean; cpu2000: boolean; rss2000: boolean; readiness: boolean; autoDump: boolean };
+  met: { startup: boolean; autoDump: boolean };
   /** Re-runs under a profiler, for the targets missed. */
-  profiles: { startup?: ProbeStartupProfile; fleet: FleetFigure[] };
+  profiles: { startup?: ProbeStartupProfile };
 }
 
 export async function measureFleetBench(progress: Progress): Promise<FleetBench> {
@@ -48,46 +43,19 @@ export async function measureFleetBench(progress: Progress): Promise<FleetBench>
   const startup = await measureProbeStartup(20, progress);
   const ingest = await measureIngest(5, 5, 7 * 2 ** 20, progress);
   const autoDumps = await measureAutoDumps(20, 5, progress);
-  const readiness = { rate: 500, totalMs: 10_000, blocks: 10 };
   // Baseline: the same collector with no sandboxes at all, measured alike.
   const idle = await measureFleet(0, { windowS: 10, latencySamples: 0 }, progress);
-  const f1000 = await measureFleet(1000, { windowS, latencySamples: 100, readiness }, progress);
-  const f2000 = await measureFleet(2000, { windowS, latencySamples: 100 }, progress);
-  const r = f1000.readiness!;
+  const f1000 = await measureFleet(1000, { windowS, latencySamples: 100 }, progress);
   const met = {
     startup: startup.firstFrame.p50 / startup.nodeExit.p50 <= FLEET_TARGETS.startupRatio,
-    cpu2000: f2000.cpuPct <= FLEET_TARGETS.cpuPct2000,
-    rss2000: f2000.rssMiB * 2 ** 20 <= FLEET_TARGETS.rssBytes2000,
-    readiness: r.readiness.latency.p99 <= FLEET_TARGETS.readinessP99Ms,
     autoDump: autoDumps.stuckToDump.p99 <= FLEET_TARGETS.autoDumpP99Ms,
   };
-  const profiles: FleetBench['profiles'] = { fleet: [] };
+  const profiles: FleetBench['profiles'] = {};
   if (!met.startup) {
     progress('probe start-up missed its target: profiling it');
     profiles.startup = await profileProbeStartup(8, progress);
   }
-  const profRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-prof-'));
-  try {
-    if (!met.cpu2000 || !met.rss2000) {
-      progress('the 2,000-session collector missed a target: profiling it');
-      profiles.fleet.push(await measureFleet(2000, { windowS: 10, latencySamples: 20, cpuProfDir: path.join(profRoot, '2000') }, progress));
-    }
-    if (!met.readiness) {
-      progress('the readiness API missed its target: profiling the 1,000-sandbox collector');
-      profiles.fleet.push(
-        await measureFleet(
-          1000,
-          { windowS: 10, latencySamples: 20, readiness: { rate: 500, totalMs: 6000, blocks: 6 }, cpuProfDir: path.join(profRoot, '1000') },
-          progress,
-        ),
-      );
-    }
-  } finally {
-    fs.rmSync(profRoot, { recursive: true, force: true });
-  }
-  // Profiles are summarised already; drop the (removed) file names.
-  for (const p of profiles.fleet) if (p.profile) p.profile.file = path.basename(p.profile.file);
-  return { windowS, loadavg: { start, end: os.loadavg() }, startup, ingest, autoDumps, idle, fleet: [f1000, f2000], met, profiles };
+  return { windowS, loadavg: { start, end: os.loadavg() }, startup, ingest, autoDumps, idle, fleet: [f1000], met, profiles };
 }
 
 // ---------------------------------------------------------------- markdown
@@ -97,7 +65,7 @@ const ms = (v: number) => (v >= 100 ? n0(v) : n0(v, 1));
 const met = (ok: boolean) => (ok ? 'met' : '**not met**');
 const la = (l: number[]) => l.map((x) => x.toFixed(1)).join(' / ');
 
-function entries(list: ProfileEntry[], k = 8): string {
+export function entries(list: ProfileEntry[], k = 8): string {
   return list
     .slice(0, k)
     .map((e) => `${e.name.replace(/\|/g, '\\|')} ${n0(e.pct, 1)} %`)
@@ -105,13 +73,19 @@ function entries(list: ProfileEntry[], k = 8): string {
 }
 
 /** Share (% of busy time) of the entries of `list` whose name starts with one of `prefixes`. */
-function share(list: ProfileEntry[], ...prefixes: string[]): number {
+export function share(list: ProfileEntry[], ...prefixes: string[]): number {
   return list.filter((e) => prefixes.some((p) => e.name.startsWith(p))).reduce((a, e) => a + e.pct, 0);
 }
 
-function digestRows(title: string, d: ProfileDigest, loop?: { p50: number; p99: number; max: number }): string {
+/** The loop delay as read; a window in which the 10 ms timer never fired has no sample. */
+function loopText(l: { p50: number; p99: number; max: number; count?: number }): string {
+  if (l.count === 0) return '; event-loop delay: no sample (its 10 ms timer never fired in the window: every turn of the loop took longer)';
+  return `; event-loop delay p50 ${ms(l.p50)} ms, p99 ${ms(l.p99)} ms, max ${ms(l.max)} ms (10 ms sampling${l.count !== undefined ? `, ${n0(l.count)} samples` : ''})`;
+}
+
+export function digestRows(title: string, d: ProfileDigest, loop?: { p50: number; p99: number; max: number; count?: number }): string {
   const lines = [
-    `| ${title}: main thread busy | ${n0(d.busyMs)} ms of ${n0(d.totalMs)} ms${loop ? `; event-loop delay p50 ${ms(loop.p50)} ms, p99 ${ms(loop.p99)} ms, max ${ms(loop.max)} ms (10 ms sampling)` : ''}; GC ${n0(d.gcMs)} ms |`,
+    `| ${title}: main thread busy | ${n0(d.busyMs)} ms of ${n0(d.totalMs)} ms${loop ? loopText(loop) : ''}; GC ${n0(d.gcMs)} ms |`,
     `| by own function (nearest collector/probe frame) | ${entries(d.byOwnFunction)} |`,
     `| by source file | ${entries(d.byFile)} |`,
     `| self time (leaf) | ${entries(d.self)} |`,
@@ -124,8 +98,7 @@ function digestRows(title: string, d: ProfileDigest, loop?: { p50: number; p99: 
 
 export function fleetSection(b: FleetBench): string {
   const s = b.startup;
-  const [f1, f2] = b.fleet as [FleetFigure, FleetFigure];
-  const r = f1.readiness!;
+  const [f1] = b.fleet as [FleetFigure];
   const ratio = (a: number, c: number) => `${n0(a / c, 2)}×`;
   const vsIdle = (f: FleetFigure) => (f.sessions ? ` (+${n0(f.cpuPct - b.idle.cpuPct, 1)})` : '');
   const rssVsIdle = (f: FleetFigure) => (f.sessions ? ` (+${n0(f.rssMiB - b.idle.rssMiB, 1)})` : '');
@@ -140,11 +113,6 @@ export function fleetSection(b: FleetBench): string {
       f.ingestToApi.n ? `${ms(f.ingestToApi.p50)} / ${ms(f.ingestToApi.p99)} (n ${f.ingestToApi.n})` : '—'
     } | ${f.sessions ? `${n0(f.clientsCpuPct, 1)} %` : '—'} | ${f.sessions ? `${n0(f.registerS, 1)} s / ${n0(f.connectS, 1)} s` : '—'} | ${target} |`;
   const i = b.ingest;
-  const rate = (x: (typeof r)['healthz']) =>
-    `${n0(x.requests)} | ${n0(x.rate)}/s | ${ms(x.latency.p50)} | ${ms(x.latency.p99)} | ${ms(x.latency.max)}`;
-  const statuses = Object.entries(r.readiness.statuses)
-    .map(([k, v]) => `${n0(v)} × ${k}`)
-    .join(', ');
   const ad = b.autoDumps.stuckToDump;
 
   let out = `
@@ -171,8 +139,7 @@ over the series): unlike the wall clock, it does not grow while a busy machine m
 | sessions at 1 Hz (states) | events/s in | collector CPU, % of one core (over the baseline) | run-queue wait | RSS MiB (over the baseline) | ingest → API p50 / p99 ms | clients' CPU | register / connect | target |
 |---|---|---|---|---|---|---|---|---|
 ${fleetRow(b.idle, '—')}
-${fleetRow(f1, '—')}
-${fleetRow(f2, `≤ 50 % of a core: ${met(b.met.cpu2000)}; ≤ 400 MB: ${met(b.met.rss2000)}`)}
+${fleetRow(f1, 'the 5,000-session targets: next section')}
 
 How: a real collector (\`--stall-after 1h --start-deadline 1h\`, so nothing turns stuck), N sandboxes
 registered through the API, each with its own udsPath (the collector listens on \`<udsPath>_52000\`), and N
@@ -184,8 +151,8 @@ connection surge settles, a ${n0(f1.windowS)} s window with no API traffic (${n0
 its end. Then ingest → API: ${f1.ingestToApi.n} times, a random client sends a \`phase\` event with a unique name
 (source \`log\`, so no state changes) and GET /v1/sandboxes/:id is polled every 5 ms until \`lastPhase\` shows it;
 from the client's write to the answer that shows it, one wall clock (the two processes share it), so the
-figure includes one API round trip and up to 5 ms of polling. Sessions the collector closed during the runs:
-${f1.closed} and ${f2.closed}.
+figure includes one API round trip and up to 5 ms of polling. Sessions the collector closed during the run:
+${f1.closed}.
 
 | one session, batches of ${i.eventsPerBatch} events, ${i.window} batches in flight | rounds | median | baseline in the same run | ratio | target |
 |---|---|---|---|---|---|
@@ -200,17 +167,6 @@ is capped at 512 KiB/s by design, and this figure is what the collector itself c
 same frames to a plain Unix socket read and discarded by another Node process, timed to its last byte. Rounds alternate
 ingest and relay, each ingest round on a fresh sandbox; the collector's main thread waited for a CPU ${n0(i.runDelayPct, 1)} % of
 the ingest time (median).
-
-| request at 500/s, ${n0(f1.sessions)} sandboxes with live sessions | requests | achieved | p50 ms | p99 ms | max ms | baseline in the same run | ratio of p99s | target |
-|---|---|---|---|---|---|---|---|---|
-| GET /v1/sandboxes/:id/readiness (random id; ${statuses}) | ${rate(r.readiness)} | /healthz p99 ${ms(r.healthz.latency.p99)} ms | ${ratio(r.readiness.latency.p99, r.healthz.latency.p99)} | ≤ ${FLEET_TARGETS.readinessP99Ms} ms p99: ${met(b.met.readiness)} |
-| GET /healthz | ${rate(r.healthz)} | — | — | — |
-
-How: on the 1,000-session collector above while its sessions keep streaming, an open-loop schedule (a request every
-2 ms whether or not earlier ones were answered; Node's http with a keep-alive agent) for ${n0(r.readiness.seconds, 1)} s per endpoint,
-in alternating blocks; latency from each request's send to its response's end. During these runs the collector's main
-thread waited for a CPU ${n0(r.runDelayPct.collector, 1)} % of the time and this process's ${n0(r.runDelayPct.bench, 1)} %; this process's worst send lag behind
-its schedule was ${ms(Math.max(r.readiness.maxSendLagMs, r.healthz.maxSendLagMs))} ms.
 
 | figure | hung boots | p50 ms | p99 ms | max ms | baseline in the same run | target |
 |---|---|---|---|---|---|---|
@@ -258,60 +214,5 @@ probe's start-up work before its hello (first frame − \`--version\`) ${ms(s.fi
 code cache a lookup) ${n0(share(d.self, 'Script', 'compileFunction', 'wrapSafe'), 1)} %.
 `;
   }
-  const prof1000 = b.profiles.fleet.find((f) => f.sessions === 1000 && f.profile?.readiness);
-  let reading = '';
-  if (!b.met.readiness) {
-    const [f1] = b.fleet as [FleetFigure];
-    const r = f1.readiness!;
-    const rd = prof1000?.profile?.readiness;
-    const shared = r.healthz.latency.p99 > FLEET_TARGETS.readinessP99Ms;
-    const routeUs =
-      rd && prof1000?.readiness
-        ? n0(
-            ((share(rd.digest.inclusive, '(anonymous) (http/routes/sandboxes.ts)') / 100) * rd.digest.busyMs * 1000) /
-              prof1000.readiness.readiness.requests,
-          )
-        : '—';
-    const gcLongest = rd?.digest.longest.filter((l) => l.top.startsWith('(garbage collector)')).length ?? 0;
-    reading += `
-**Readiness API.** Its median is ${ms(r.readiness.latency.p50)} ms against /healthz's ${ms(r.healthz.latency.p50)} ms, so the route's own work is small; its p99 is
-${ms(r.readiness.latency.p99)} ms against /healthz's ${ms(r.healthz.latency.p99)} ms${
-      shared ? ': /healthz, which does nothing, has the same kind of tail, so the tails are requests waiting behind the event loop' : ''
-    }. The route handler's own work (its inclusive time in the profiled re-run above, per request): ${routeUs} µs. Part of any wait here is this machine: the collector's main thread was runnable but without a CPU ${n0(r.runDelayPct.collector, 1)} % of the
-time during these requests, which no code change removes.${
-      rd
-        ? ` In the profiled re-run the loop delay reached ${ms(rd.loop.max)} ms (p99 ${ms(rd.loop.p99)} ms, sampled every 10 ms) and the
-longest busy stretches were ${rd.digest.longest
-            .slice(0, 3)
-            .map((l) => `${ms(l.ms)} ms (${l.top.replace(/\|/g, '\\|')})`)
-            .join(
-              ', ',
-            )}${gcLongest ? ` (${gcLongest} of the 5 longest are mostly garbage collection: see what the heap profile found in \`test/bench/FINDINGS.md\`)` : ''}.`
-        : ''
-    }
-`;
-  }
-  for (const f of b.profiles.fleet) {
-    if (!f.profile) {
-      out += `\nThe profiled ${n0(f.sessions)}-session run wrote no profile (${f.profileError ?? 'unknown'}).\n`;
-      continue;
-    }
-    const w = f.profile.window;
-    out += `
-**Collector, ${n0(f.sessions)} sessions at 1 Hz, profiled** (CPU ${n0(f.cpuPct, 1)} % of a core with the profiler on, run-queue wait ${n0(f.runDelayPct, 1)} %):
-
-| ${n0(w.digest.totalMs / 1000)} s at 1 Hz, no API traffic | where |
-|---|---|
-${digestRows('window', w.digest, w.loop)}
-`;
-    const rd = f.profile.readiness;
-    if (rd && f.readiness) {
-      out += `
-| readiness + /healthz at 500/s each (${ms(f.readiness.readiness.latency.p99)} / ${ms(f.readiness.healthz.latency.p99)} ms p99 with the profiler on) | where |
-|---|---|
-${digestRows('readiness run', rd.digest, rd.loop)}
-`;
-    }
-  }
-  return out + reading;
+  return out;
 }

@@ -2,10 +2,20 @@
 // child process so their CPU is not the benchmark's (nor the collector's). Speaks JSON
 // lines: commands on stdin, answers on stdout.
 //
-//   {"op":"connect","paths":[...],"readyEvery":2}  → {"op":"connected","n","failed","ms"}
+//   {"op":"connect","paths":[...],"readyEvery":2,"deadlineMs"?}
+//                                                  → {"op":"connected","n","failed","ms","cut"}
 //       one ProbeClient per path (heartbeat 1 s); every `readyEvery`-th one says hello with
 //       a status whose target is up and bound (→ `ready`), the others with the initial status
 //       (→ `booting`). Each then sends one `sockets` totals event a second, at its own offset.
+//       A client not welcomed in time is closed and tried again (3 tries in all).
+//       With deadlineMs, no connect starts after it: `cut` paths were never tried. Every
+//       client answers a dump command with a small threads dump (a stuck one is auto-dumped).
+//   {"op":"target","i":N}                            → {"op":"target","at"}
+//       client N's target appears (`target.found`, listener unbound): booting → starting,
+//       then stuck once no phase came for the collector's --stall-after.
+//   {"op":"bind","i":N}                              → {"op":"bind","i","at"}
+//       client N's target appears and binds its port, in one batch (→ `ready`); `at` is the
+//       wall clock just after the write.
 //   {"op":"phase","i":N,"name":"..."}                → {"op":"phase","name","at"}
 //       client N sends a `phase` event (source "log": it does not change the state); `at`
 //       is the wall clock (sub-ms) just after the write.
@@ -19,8 +29,8 @@
 // MAX_LIFETIME_MS whatever happens.
 
 import readline from 'node:readline';
-import { initialStatus, type ProbeStatus } from '@vsockdiag/proto';
-import { ProbeClient } from '../harness/probe-client.js';
+import { initialStatus, type EventBody, type ProbeStatus } from '@vsockdiag/proto';
+import { ProbeClient, answerThreadsDump } from '../harness/probe-client.js';
 
 const MAX_LIFETIME_MS = 15 * 60_000;
 const CONNECT_PARALLEL = 64;
@@ -41,24 +51,44 @@ function readyStatus(now: number): ProbeStatus {
   };
 }
 
-async function connectAll(paths: string[], readyEvery: number): Promise<void> {
+/** A target pid of its own per client (the stuck episode and its auto-dump are per pid). */
+const targetPid = (i: number) => 1000 + i;
+const targetFound = (i: number, now: number): EventBody => ({
+  kind: 'target.found',
+  pid: targetPid(i),
+  name: 'envd',
+  startedAt: Math.max(0, now - 1),
+  source: 'name',
+});
+
+/** Tries per client: on a busy machine a welcome can take longer than the client waits. */
+const CONNECT_TRIES = 3;
+
+async function connectAll(paths: string[], readyEvery: number, deadlineMs: number): Promise<void> {
   const t0 = performance.now();
   let failed = 0;
   let next = 0;
+  const retry: number[] = [];
+  const tries = new Map<number, number>();
   const worker = async () => {
-    while (next < paths.length) {
-      const i = next++;
+    while ((retry.length > 0 || next < paths.length) && performance.now() - t0 < deadlineMs) {
+      const i = retry.length > 0 ? retry.shift()! : next++;
       const ready = readyEvery > 0 && i % readyEvery === 0;
       const c = new ProbeClient({
         path: paths[i]!,
         instanceId: `bench${String(i).padStart(11, '0')}`,
         heartbeatMs: 1000,
+        onMessage: (m, client) => void answerThreadsDump(m, client),
         ...(ready ? { status: readyStatus(performance.now()) } : {}),
       });
       try {
         await c.connect();
       } catch {
-        failed++;
+        c.close();
+        const n = (tries.get(i) ?? 0) + 1;
+        tries.set(i, n);
+        if (n < CONNECT_TRIES) retry.push(i);
+        else failed++;
         continue;
       }
       clients[i] = c;
@@ -78,7 +108,9 @@ async function connectAll(paths: string[], readyEvery: number): Promise<void> {
     }
   };
   await Promise.all(Array.from({ length: CONNECT_PARALLEL }, worker));
-  out({ op: 'connected', n: paths.length - failed, failed, ms: performance.now() - t0 });
+  // Clients left to retry at the deadline count as failed.
+  failed += retry.length;
+  out({ op: 'connected', n: next - failed, failed, ms: performance.now() - t0, cut: paths.length - next });
 }
 
 function stop(): never {
@@ -91,11 +123,24 @@ setTimeout(stop, MAX_LIFETIME_MS).unref();
 const rl = readline.createInterface({ input: process.stdin });
 rl.on('close', stop);
 rl.on('line', (line) => {
-  const m = JSON.parse(line) as { op: string; paths?: string[]; readyEvery?: number; i?: number; name?: string };
+  const m = JSON.parse(line) as { op: string; paths?: string[]; readyEvery?: number; deadlineMs?: number; i?: number; name?: string };
   switch (m.op) {
     case 'connect':
-      void connectAll(m.paths!, m.readyEvery ?? 0);
+      void connectAll(m.paths!, m.readyEvery ?? 0, m.deadlineMs ?? Number.POSITIVE_INFINITY);
       return;
+    case 'target': {
+      const c = clients[m.i!];
+      if (!c) return out({ op: 'target', at: null });
+      c.events([targetFound(m.i!, performance.now())]);
+      return out({ op: 'target', at: wallNow() });
+    }
+    case 'bind': {
+      const c = clients[m.i!];
+      if (!c) return out({ op: 'bind', i: m.i, at: null });
+      const now = performance.now();
+      c.events([targetFound(m.i!, now), { kind: 'listener.bound', port: 49983, address: '0.0.0.0', inode: 1, pid: targetPid(m.i!) }]);
+      return out({ op: 'bind', i: m.i, at: wallNow() });
+    }
     case 'phase': {
       const c = clients[m.i!];
       if (!c) return out({ op: 'phase', name: m.name, at: null });

@@ -11,6 +11,7 @@ import { STALL_MS, measureVerdicts } from './verdicts.js';
 import { dumpSection, measureDumps } from './dumps.js';
 import { measureGoDump } from './go-dump.js';
 import { fleetSection, measureFleetBench } from './fleet.js';
+import { measureScaleBench, scaleSection } from './scale.js';
 import { CENSUS_EVERY_MS } from '../../guest-probe/src/sockets.js';
 import { LOAD, measureProbeMicro, startProbeCost, type CpuFigure } from './probe-cost.js';
 
@@ -39,16 +40,19 @@ const micro = await measureProbeMicro(progress);
 // Two loaded sandboxes: the probes' CPU over a quiet window now; they keep running through
 // the rest of the run, and their memory is read once they have run SOAK_S seconds.
 const probeCost = await startProbeCost(CPU_WINDOW_S, progress);
-const { verdicts, dumps, goDump, fleet, soak } = await (async () => {
+const { verdicts, dumps, goDump, fleet, scale, soak } = await (async () => {
   try {
     const verdicts = await measureVerdicts(BOOTS, 5, progress);
     const dumps = await measureDumps(Number(process.env.VSOCKDIAG_BENCH_DUMPS ?? 100), 5, progress);
     // The same 10,000 goroutines read from the target's memory instead (go-dump.ts).
     const goDump = await measureGoDump(GO_DUMP_RUNS, GO_DUMP_RUNS, progress);
-    // Probe start-up, the collector under 1,000 / 2,000 sessions, one session's ingest, the
-    // readiness API at 500/s, automatic dumps; profiles what misses its target (fleet.ts).
+    // Probe start-up, the collector idle and under 1,000 sessions, one session's ingest,
+    // automatic dumps; profiles what misses its target (fleet.ts).
     const fleet = await measureFleetBench(progress);
-    return { verdicts, dumps, goDump, fleet, soak: await probeCost.soak(SOAK_S, progress) };
+    // The collector under 5,000 sessions (CPU, RSS, readiness at 1,000/s, stuck lag, bind →
+    // ready) and 20,000 asked for, with the first limit and the profiles (scale.ts).
+    const scale = await measureScaleBench(progress);
+    return { verdicts, dumps, goDump, fleet, scale, soak: await probeCost.soak(SOAK_S, progress) };
   } finally {
     await probeCost.stop();
   }
@@ -86,11 +90,12 @@ five at a time, against one collector with \`--stall-after ${STALL_MS}ms\`.
 ${probeSection()}
 ${dumpSection(dumps, goDump)}
 ${fleetSection(fleet)}
+${scaleSection(scale)}
 ${fs.readFileSync(path.join(ROOT, 'test/bench/FINDINGS.md'), 'utf8')}`;
 fs.writeFileSync(path.join(ROOT, 'BENCHMARKS.md'), md);
 fs.writeFileSync(
   path.join(ROOT, 'BENCHMARKS.json'),
-  `${JSON.stringify({ machine, stallMs: STALL_MS, ...verdicts, probe: { micro, cpu, soak }, dumps, goDump, fleet }, null, 2)}\n`,
+  `${JSON.stringify({ machine, stallMs: STALL_MS, ...verdicts, probe: { micro, cpu, soak }, dumps, goDump, fleet, scale }, null, 2)}\n`,
 );
 process.stdout.write(md);
 
