@@ -95,6 +95,8 @@ export function admit<M extends { type: string }, T extends string>(admits: Admi
 /** A tick comes heartbeatMs after the last one give or take timer jitter: a frame the last
  *  tick sent must not look too recent to need the next one. */
 const TICK_SLACK_MS = 50;
+/** How late a timer may come before this side counts itself stalled rather than the peer silent. */
+const STALL_SLACK_MS = 250;
 
 export interface Liveness<Out> {
   /** How often the idle check runs, and the longest this side stays silent. */
@@ -172,6 +174,8 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
   private readonly decoder: FrameDecoder;
   private lastRx = Date.now();
   private lastTx = 0;
+  /** When the liveness tick last ran: a tick that comes late means this side was stalled. */
+  private lastTick = Date.now();
   private readonly ticker: NodeJS.Timeout | null;
   private helloTimer: NodeJS.Timeout | null = null;
   /** A throttle: reading stopped until the timer fires (see throttle()). */
@@ -197,11 +201,21 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
     if (helloTimeoutMs !== undefined) {
       const awaited = role.admits['awaiting-hello'].join(' or ');
       const started = Date.now();
+      let stalledMs = 0;
+      let scheduledFor = started + helloTimeoutMs;
       const check = () => {
-        // Time this side spent not reading (a throttle) does not count against the peer.
-        const due = started + helloTimeoutMs + this.heldMs + (this.holdTimer ? Date.now() - this.holdStart : 0);
-        if (Date.now() < due) this.helloTimer = setTimeout(check, due - Date.now());
-        else this.fail(new ProtocolError('ERR_UNEXPECTED', `no ${awaited} within ${helloTimeoutMs} ms`));
+        // Time this side spent not reading does not count against the peer: a throttle, and
+        // a stall of this process's own event loop (the timer came late), during which the
+        // hello may have been waiting unread.
+        const late = Date.now() - scheduledFor;
+        if (late > STALL_SLACK_MS) stalledMs += late;
+        let due = started + helloTimeoutMs + stalledMs + this.heldMs + (this.holdTimer ? Date.now() - this.holdStart : 0);
+        // After a stall, the frames that came meanwhile are read after the timers run: look again then.
+        if (late > STALL_SLACK_MS) due = Math.max(due, Date.now() + STALL_SLACK_MS);
+        if (Date.now() < due) {
+          scheduledFor = due;
+          this.helloTimer = setTimeout(check, due - Date.now());
+        } else this.fail(new ProtocolError('ERR_UNEXPECTED', `no ${awaited} within ${helloTimeoutMs} ms`));
       };
       this.helloTimer = setTimeout(check, helloTimeoutMs);
     }
@@ -323,7 +337,14 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
 
   private tick(liveness: Liveness<Out>): void {
     const now = Date.now();
-    if (!this.holdTimer && now - this.lastRx > liveness.idleTimeoutMs) {
+    // A tick that comes late means this process was stalled (a busy event loop, a starved
+    // CPU): the peer's frames may be waiting unread, so that time is not the peer's silence.
+    // Without this, a collector that falls behind closes the very sessions it is behind on.
+    // The late tick itself judges nothing: those frames are read after the timers run.
+    const stalled = now - this.lastTick - liveness.heartbeatMs;
+    this.lastTick = now;
+    if (stalled > STALL_SLACK_MS) this.lastRx = Math.min(now, this.lastRx + stalled);
+    else if (!this.holdTimer && now - this.lastRx > liveness.idleTimeoutMs) {
       this.fail(new ProtocolError('ERR_IDLE', `no word from the ${this.role.peer} for ${liveness.idleTimeoutMs} ms`));
       return;
     }

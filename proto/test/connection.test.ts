@@ -526,6 +526,35 @@ describe('Connection: timers', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it("this side's own stall is not the peer's silence: idle only after idleTimeoutMs on time", () => {
+    const { socket, closes } = collectorSide({ liveness: { ...liveness, heartbeat: () => ({ type: 'heartbeat' }) } });
+    socket.emit('data', encodeMessage(hello));
+    vi.advanceTimersByTime(1000);
+    // The event loop stalls for 8 s: the clock moves, no timer runs (the peer's frames would
+    // be waiting unread in the socket).
+    vi.setSystemTime(Date.now() + 8000);
+    vi.advanceTimersByTime(1000);
+    expect(closes).toEqual([]);
+    // From here the peer stays silent while this side runs on time: it goes idle once the
+    // silence on time is over idleTimeoutMs (1 s before the stall, 1 s of the late tick's own
+    // interval, then these).
+    vi.advanceTimersByTime(3000);
+    expect(closes).toEqual([]);
+    vi.advanceTimersByTime(1000);
+    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_IDLE' })]);
+  });
+
+  it("the hello deadline does not count this side's own stall either", () => {
+    const { closes } = collectorSide({ helloTimeoutMs: 2000 });
+    vi.advanceTimersByTime(500);
+    vi.setSystemTime(Date.now() + 6000);
+    // The deadline's timer comes 6 s late: it looks again once the frames waiting are read.
+    vi.advanceTimersByTime(1500);
+    expect(closes).toEqual([]);
+    vi.advanceTimersByTime(250);
+    expect(closes).toEqual([expect.objectContaining({ code: 'ERR_UNEXPECTED', reason: 'no hello within 2000 ms' })]);
+  });
+
   it('goes idle before the hello exchange too', () => {
     const { closes } = probeSide({ liveness: { ...liveness, heartbeat: () => ({ type: 'heartbeat', sinceBootMs: 1 }) } });
     vi.advanceTimersByTime(6000);
