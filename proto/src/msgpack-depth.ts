@@ -5,11 +5,16 @@
 // step, and gives up at the first container past the limit, so such a frame costs a few
 // bytes' worth of work. Malformed or truncated input is left for the decoder to report.
 
+let left = new Float64Array(16);
+
 /** True when no array or map in `body` sits deeper than `maxDepth` (the outermost is 1; an
  *  empty one holds nothing, costs nothing, and is not counted). */
 export function withinDepth(body: Uint8Array, maxDepth: number): boolean {
-  // Items still to read in each open container (a map of n entries holds 2n items).
-  const left = new Float64Array(maxDepth);
+  // Items still to read in each open container (a map of n entries holds 2n items). One
+  // array for every call: the collector walks thousands of bodies a second, and a fresh
+  // typed array each time cost more than the walk of a small body. Slots are written before
+  // they are read, so what an earlier call left in them does not matter.
+  if (left.length < maxDepth) left = new Float64Array(maxDepth);
   let depth = 0;
   let pos = 0;
   while (pos < body.length) {

@@ -65,6 +65,21 @@ describe('withinDepth', () => {
     expect(withinDepth(body.subarray(0, 17), 16)).toBe(false);
   });
 
+  it('is not misled by an earlier walk, and takes limits deeper than any before', () => {
+    // The walks share their per-level counts: one given up half-way leaves them full.
+    const wide = encode(nest(9, 'x'));
+    const deep = encode(nest(40, 1));
+    for (let i = 0; i < 3; i++) {
+      expect(withinDepth(Buffer.alloc(64, 0xdd), 8)).toBe(false); // array 32 headers: huge counts left behind
+      expect(withinDepth(wide, 9)).toBe(true);
+      expect(withinDepth(wide, 8)).toBe(false);
+      expect(withinDepth(deep, 40)).toBe(true);
+      expect(withinDepth(deep, 39)).toBe(false);
+      expect(withinDepth(encode([[1], [2], [[3]]]), 3)).toBe(true);
+      expect(withinDepth(encode([[1], [2], [[3]]]), 2)).toBe(false);
+    }
+  });
+
   it('leaves truncated and malformed input to the decoder', () => {
     expect(withinDepth(Buffer.from([0xdd, 0xff]), 4)).toBe(true); // a 32-bit length cut short
     expect(withinDepth(Buffer.from([0xdb, 0xff, 0xff, 0xff, 0xff, 0x91]), 0)).toBe(true); // a string longer than the body
