@@ -13,7 +13,10 @@
 // saw is followed at once by a second, short one during which the store holds its commits
 // (`holding`; they queue, and their acks wait): it copies what was committed meanwhile, and
 // the next commit starts the WAL over. The hold lasts as long as copying one pass's worth of
-// commits; `holds` records how long each was.
+// commits, and never more than MAX_HOLD_MS: a slower pass (a busy disk, a starved machine)
+// is let go on, the commits go on, and the WAL starts over at a later pass instead; without
+// that bound a long hold became one huge commit that held the event loop for a second.
+// `holds` records how long each hold was.
 //
 // A failed or crashed checkpoint loses nothing: the WAL still holds the pages, and the next
 // pass (or the next open) copies them.
@@ -24,6 +27,8 @@ import { Worker } from 'node:worker_threads';
 /** Least time between two checkpoints while writes go on: a WAL of a few MB at most. */
 export const CHECKPOINT_EVERY_MS = 250;
 const MAX_HOLDS_KEPT = 1000;
+/** The longest the store's commits wait for a second pass (their acks wait as long). */
+export const MAX_HOLD_MS = 50;
 
 // The worker is this source, evaluated (a file of its own would need a bundle of its own and
 // would not run from the TypeScript sources the tests use). It loads the same SQLite driver
@@ -64,6 +69,9 @@ export class Checkpointer {
   /** True during a second pass: the store commits nothing until it ends. */
   holding = false;
   private holdStart = 0;
+  private holdTimer: NodeJS.Timeout | null = null;
+  /** What the pass in flight is: the copy under writes, or the second one during a hold. */
+  private pass: 'copy' | 'hold' = 'copy';
   /** How long each hold of the store's commits lasted (ms), the newest MAX_HOLDS_KEPT. */
   readonly holds: number[] = [];
   private lastMs = Number.NEGATIVE_INFINITY;
@@ -93,6 +101,7 @@ export class Checkpointer {
 
   private run(): void {
     this.inFlight = true;
+    this.pass = 'copy';
     this.lastMs = performance.now();
     this.start().postMessage('checkpoint');
   }
@@ -100,8 +109,20 @@ export class Checkpointer {
   private hold(): void {
     this.holding = true;
     this.holdStart = performance.now();
+    this.holdTimer = setTimeout(() => this.release(), MAX_HOLD_MS);
     this.inFlight = true;
+    this.pass = 'hold';
     this.start().postMessage('checkpoint');
+  }
+
+  /** Ends a hold (its pass done, or over MAX_HOLD_MS): the store commits what queued. */
+  private release(): void {
+    if (!this.holding) return;
+    this.holding = false;
+    if (this.holdTimer) clearTimeout(this.holdTimer);
+    this.holdTimer = null;
+    if (this.holds.push(performance.now() - this.holdStart) > MAX_HOLDS_KEPT) this.holds.shift();
+    this.onHoldEnd();
   }
 
   private start(): Worker {
@@ -123,17 +144,17 @@ export class Checkpointer {
     this.inFlight = false;
     this.passes++;
     this.last = r;
-    if (this.holding) {
-      this.holding = false;
-      if (this.holds.push(performance.now() - this.holdStart) > MAX_HOLDS_KEPT) this.holds.shift();
-      this.onHoldEnd();
-    } else if (r.ok && r.walPages && r.copied === r.walPages) this.hold();
+    // After a hold's pass (in time or let go on), the next pass waits for CHECKPOINT_EVERY_MS.
+    if (this.pass === 'hold') this.release();
+    else if (r.ok && r.walPages && r.copied === r.walPages) this.hold();
   }
 
   /** Ends the worker; its connection closes with it. The store's own close checkpoints last. */
   close(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    if (this.holdTimer) clearTimeout(this.holdTimer);
+    this.holdTimer = null;
     this.holding = false;
     this.worker?.postMessage('close');
     this.worker = null;
