@@ -341,11 +341,18 @@ export async function measureFleet(n: number, opts: FleetOptions, progress: Prog
   if (!prof || !loopFile || !fs.existsSync(loopFile)) return { ...fig, profileError: 'the collector wrote no profile' };
   const loop = JSON.parse(fs.readFileSync(loopFile, 'utf8')) as { marks: number[]; windows: LoopDelay[] };
   const [w0, w1, r0, r1] = loop.marks;
+  if (w0 === undefined) return { ...fig, profileError: "the collector's event loop never took the window's start mark" };
+  // A loop stalled past the window takes its end mark late or not before exit: the window then
+  // runs to the profile's end, with no loop-delay sample (every turn was longer than it).
+  const noSamples: LoopDelay = { p50: 0, p99: 0, max: 0, mean: 0, count: 0 };
   return {
     ...fig,
     profile: {
       file: prof,
-      window: { digest: digestProfiles([prof], { range: { fromUs: w0!, toUs: w1! } }), loop: loop.windows[0]! },
+      window: {
+        digest: digestProfiles([prof], w1 === undefined ? {} : { range: { fromUs: w0, toUs: w1 } }),
+        loop: loop.windows[0] ?? noSamples,
+      },
       ...(r0 !== undefined && r1 !== undefined
         ? { readiness: { digest: digestProfiles([prof], { range: { fromUs: r0, toUs: r1 } }), loop: loop.windows[1]! } }
         : {}),
