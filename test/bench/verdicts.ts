@@ -10,16 +10,28 @@ import os from 'node:os';
 import path from 'node:path';
 import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { startSandbox } from '../harness/sandbox.js';
+import { waitFor } from '../support/wait.js';
 import { summarize } from './stats.js';
 
 export const STALL_MS = 1000;
 
-async function boot(c: CollectorProcess, root: string, id: string, envd: string[], want: string): Promise<any[]> {
+async function boot(
+  c: CollectorProcess,
+  root: string,
+  id: string,
+  envd: string[],
+  want: string,
+  has: (events: any[]) => boolean,
+): Promise<any[]> {
   const sb = await startSandbox({ id, root, envd });
   try {
     await c.api('PUT', `/v1/sandboxes/${id}`, { udsPath: sb.udsPath });
     await waitForState(c, id, want, 30_000);
-    return await allEvents(c, id);
+    // The verdict can come before the events it is timed against are stored: the listener
+    // is seen bound in /proc before envd's own "listen" phase line is read from its output.
+    let events: any[] = [];
+    await waitFor(`${id}: the events timed`, async () => has((events = await allEvents(c, id))), { timeoutMs: 10_000 });
+    return events;
   } finally {
     await sb.stop();
     await c.api('DELETE', `/v1/sandboxes/${id}`);
@@ -39,12 +51,23 @@ export async function measureVerdicts(count: number, parallel: number, progress:
         const runs = Array.from({ length: batch }, (_, i) => {
           const id = `${kind}-${done + i}`;
           return kind === 'healthy'
-            ? boot(c, root, id, [], 'ready').then((events) => {
+            ? boot(
+                c,
+                root,
+                id,
+                [],
+                'ready',
+                (events) =>
+                  events.some((e) => e.kind === 'phase' && e.data.name === 'listen') &&
+                  events.some((e) => e.kind === 'state' && e.data.state === 'ready'),
+              ).then((events) => {
                 const listen = events.find((e) => e.kind === 'phase' && e.data.name === 'listen');
                 const ready = events.find((e) => e.kind === 'state' && e.data.state === 'ready');
                 bindToReady.push(Date.parse(ready.at) - Date.parse(listen.at));
               })
-            : boot(c, root, id, ['-hang-in', 'cgroup-manager'], 'stuck').then((events) => {
+            : boot(c, root, id, ['-hang-in', 'cgroup-manager'], 'stuck', (events) =>
+                events.some((e) => e.kind === 'state' && e.data.state === 'stuck'),
+              ).then((events) => {
                 const last = events.filter((e) => e.kind === 'phase').at(-1);
                 const stuck = events.find((e) => e.kind === 'state' && e.data.state === 'stuck');
                 stuckLag.push(Date.parse(stuck.at) - (Date.parse(last.at) + STALL_MS));
