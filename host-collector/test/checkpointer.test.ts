@@ -89,6 +89,9 @@ describe('Checkpointer', () => {
     await waitFor('a checkpoint pass', () => store.checkpointer.passes > 0, { timeoutMs: 10_000 });
     store.close();
     cleanup.pop();
+    // The worker's connection is closed by then: the store's was the last, which removes the
+    // WAL, so nothing writes in the folder after close() (a test that removes it does not race).
+    expect(fs.readdirSync(dir)).toEqual(['vsockdiag.db']);
     const db = new Database(path.join(dir, 'vsockdiag.db'), { readonly: true });
     cleanup.push(() => db.close());
     expect(db.prepare("SELECT COUNT(*) AS n FROM events WHERE sandbox_id = 'sb-0'").get()).toEqual({ n: 2 });

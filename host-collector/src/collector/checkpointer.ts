@@ -27,6 +27,8 @@ import { Worker } from 'node:worker_threads';
 /** Least time between two checkpoints while writes go on: a WAL of a few MB at most. */
 export const CHECKPOINT_EVERY_MS = 250;
 const MAX_HOLDS_KEPT = 1000;
+/** The longest close() waits for the worker to close its connection (a pass in flight ends first). */
+const CLOSE_WAIT_MS = 5000;
 /** The longest the store's commits wait for a second pass (their acks wait as long). */
 export const MAX_HOLD_MS = 50;
 
@@ -41,6 +43,8 @@ db.pragma('busy_timeout = 2000');
 parentPort.on('message', (m) => {
   if (m === 'close') {
     db.close();
+    Atomics.store(workerData.closed, 0, 1);
+    Atomics.notify(workerData.closed, 0);
     parentPort.close();
     return;
   }
@@ -70,6 +74,8 @@ export class Checkpointer {
   holding = false;
   private holdStart = 0;
   private holdTimer: NodeJS.Timeout | null = null;
+  /** Set to 1 by the worker once its connection is closed: close() waits for it. */
+  private readonly closed = new Int32Array(new SharedArrayBuffer(4));
   /** What the pass in flight is: the copy under writes, or the second one during a hold. */
   private pass: 'copy' | 'hold' = 'copy';
   /** How long each hold of the store's commits lasted (ms), the newest MAX_HOLDS_KEPT. */
@@ -127,7 +133,7 @@ export class Checkpointer {
 
   private start(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file: this.file } });
+    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file: this.file, closed: this.closed } });
     // A checkpoint in flight must not keep the process alive at exit.
     w.unref();
     w.on('message', (r: CheckpointResult) => this.done(r));
@@ -149,14 +155,21 @@ export class Checkpointer {
     else if (r.ok && r.walPages && r.copied === r.walPages) this.hold();
   }
 
-  /** Ends the worker; its connection closes with it. The store's own close checkpoints last. */
+  /**
+   * Ends the worker and waits (blocking, at most CLOSE_WAIT_MS) until its connection is
+   * closed: until then it may still write or remove the database's files, and whoever
+   * removes or reopens the folder after the store's close must not race it.
+   */
   close(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (this.holdTimer) clearTimeout(this.holdTimer);
     this.holdTimer = null;
     this.holding = false;
-    this.worker?.postMessage('close');
+    if (this.worker) {
+      this.worker.postMessage('close');
+      Atomics.wait(this.closed, 0, 0, CLOSE_WAIT_MS);
+    }
     this.worker = null;
   }
 }
