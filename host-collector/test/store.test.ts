@@ -81,6 +81,16 @@ function session(over: Partial<SessionRecord> & Pick<SessionRecord, 'generation'
 const appendAndWait = (s: Store, rows: EventRecord[]) =>
   new Promise<void>((resolve, reject) => s.append(rows, (err) => (err ? reject(err) : resolve())));
 
+/** What a crash of the collector would leave on disk now: its committed state (the database
+ *  and its WAL), copied while the store is still open, so nothing a clean close writes. */
+function crashImage(dir: string): string {
+  const copy = tmpDir();
+  for (const name of ['vsockdiag.db', 'vsockdiag.db-wal']) {
+    if (fs.existsSync(path.join(dir, name))) fs.copyFileSync(path.join(dir, name), path.join(copy, name));
+  }
+  return copy;
+}
+
 describe('Store.append', () => {
   it('commits on the next turn and calls done only after the commit', async () => {
     const dir = tmpDir();
@@ -311,6 +321,44 @@ describe('Store.ackFloor', () => {
     expect(store.ackFloor('sb1', 'instance-aaaa', 2)).toBe(2);
   });
 
+  it("keeps a closed session's highest seq in its row, even once its events are pruned", async () => {
+    const dir = tmpDir();
+    const store = open(dir, { guestEvents: 10 });
+    store.openSession(session({ generation: 1, probeGeneration: 1 }));
+    await appendAndWait(
+      store,
+      [1, 2, 3, 4, 5].map((seq) => ev('sb1', 1, seq)),
+    );
+    store.closeSession('sb1', 1, 'probe closed the connection');
+    const row = reader(dir).prepare('SELECT max_seq AS maxSeq FROM sessions WHERE sandbox_id = ? AND session = 1').get('sb1');
+    expect(row).toEqual({ maxSeq: 5 });
+    // A session of another instance fills the sandbox's bound: session 1's events are pruned.
+    store.openSession(session({ generation: 2, instanceId: 'instance-bbbb', probeGeneration: 1 }));
+    await appendAndWait(
+      store,
+      Array.from({ length: 12 }, (_, i) => ev('sb1', 2, i + 1)),
+    );
+    expect(store.events('sb1', { limit: 100 }).events.filter((e) => e.session === 1)).toEqual([]);
+    // The first probe comes back: it has 1..5 stored here, pruned or not, and sends none again.
+    store.openSession(session({ generation: 3, probeGeneration: 2 }));
+    expect(store.ackFloor('sb1', 'instance-aaaa', 2)).toBe(5);
+  });
+
+  it('after a crash, reads the highest seq of a session left open from its events', async () => {
+    const dir = tmpDir();
+    const store = open(dir);
+    store.openSession(session({ generation: 1, probeGeneration: 1 }));
+    await appendAndWait(store, [ev('sb1', 1, 1), ev('sb1', 1, 2)]);
+    store.closeSession('sb1', 1, 'link dropped');
+    store.openSession(session({ generation: 2, probeGeneration: 2 }));
+    await appendAndWait(store, [ev('sb1', 2, 3), ev('sb1', 2, 4), ev('sb1', 2, null, 'state', { state: 'ready' })]);
+    const after = open(crashImage(dir));
+    expect(after.ackFloor('sb1', 'instance-aaaa', 3)).toBe(4);
+    // And a resend on that session is still known as one.
+    await appendAndWait(after, [ev('sb1', 2, 4), ev('sb1', 2, 5)]);
+    expect(after.events('sb1', { limit: 100 }).events.flatMap((e) => (e.seq === null ? [] : [e.seq]))).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it('takes the maximum over all earlier sessions', async () => {
     const store = open(tmpDir());
     store.openSession(session({ generation: 1, probeGeneration: 1 }));
@@ -513,6 +561,30 @@ describe('Store retention', () => {
     expect(h.guest.bytes + h.collector.bytes).toBeLessThanOrEqual(1 * MiB);
     expect(h.collector.events).toBe(3);
     expect(second.events('sb1', { order: 'desc', limit: 1, kind: 'log.lines' }).events[0]!.seq).toBe(30);
+  });
+
+  it('after a crash, counts again what was stored since the usage rows were written', async () => {
+    const dir = tmpDir();
+    const store = open(dir, { guestEvents: 10 });
+    // The first commit writes sb1's row; the next ones, a moment later, only count in memory.
+    await appendAndWait(
+      store,
+      [1, 2, 3, 4].map((seq) => ev('sb1', 1, seq)),
+    );
+    await appendAndWait(
+      store,
+      [5, 6, 7, 8].map((seq) => ev('sb1', 1, seq)),
+    );
+    const copy = crashImage(dir);
+    const after = open(copy, { guestEvents: 10 });
+    // Eight held, eight counted: within the bound, nothing pruned at open...
+    expect(held(copy, 'sb1').guest.events).toBe(8);
+    // ...and three more take it past ten: pruned back to nine.
+    await appendAndWait(
+      after,
+      [9, 10, 11].map((seq) => ev('sb1', 1, seq)),
+    );
+    expect(after.events('sb1', { limit: 100 }).events.map((e) => e.seq)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11]);
   });
 
   it('counts nothing of a commit that failed', async () => {

@@ -14,6 +14,14 @@
 // Retention (Retention, DEFAULT_RETENTION): the commit that takes a sandbox past a bound also
 // prunes its oldest events, by count and by bytes, probe and collector events apart: a guest's
 // flood costs its own history first, and never the collector's record of what it did.
+//
+// What a stored row costs is mostly the index pages it dirties: every index keyed by sandbox
+// puts each sandbox's newest entries on a leaf page of their own, so with thousands of
+// sandboxes a row is a page written per index. So the store keeps two things in memory that
+// it would otherwise look up or rewrite for every row: each session's highest stored seq (a
+// resend is skipped by it; the session's row gets it when it closes), and each sandbox's usage
+// (written every USAGE_SAVE_MS and with every prune, with the id it counts through; the rows
+// after it are counted again at open).
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -167,6 +175,9 @@ export const EVENT_OVERHEAD_BYTES = 128;
 const COLLECTOR_SHARE = 1 / 8;
 /** A bound passed is pruned back to this fraction of it: pruning runs in steps, not on every commit. */
 const KEEP_AFTER_PRUNE = 0.9;
+/** How often the usage rows of sandboxes with new events are written (a prune writes its own
+ *  at once). A crash loses nothing by it: the rows say what they count through. */
+const USAGE_SAVE_MS = 10_000;
 
 export interface EventQuery {
   /** Only events with a larger id. */
@@ -199,6 +210,12 @@ interface Usage {
 
 type Origin = 'guest' | 'collector';
 
+/** A session ackFloor counts: its highest seq if it was closed, else null. */
+interface EarlierSession {
+  session: number;
+  maxSeq: number | null;
+}
+
 interface Pending {
   rows: EventRecord[];
   /** Each row's data as stored (JSON), made when queued, and its size in bytes. */
@@ -226,9 +243,21 @@ export class Store {
   private readonly commitBatch: (batch: Pending[]) => void;
   private readonly eventQueries = new Map<string, Database.Statement>();
   private readonly retention: Retention;
-  /** Mirrors the event_usage table (which keeps it across restarts), updated in the same commits. */
+  /** What each sandbox holds: event_usage plus the events stored after its row's through_id. */
   private usage = new Map<string, Usage>();
   private totalBytes = 0;
+  /** Sandboxes whose event_usage row is behind `usage`, and when they are next all written. */
+  private readonly unsaved = new Set<string>();
+  private usageSaveAt = 0;
+  /** Sandboxes whose usage row the commit in flight must write (a prune, or its first events). */
+  private readonly mustSave = new Set<string>();
+  /** The newest event id committed: what a usage row written now counts through. */
+  private lastId = 0;
+  /** Per sandbox, per session: the highest seq stored (from its open, or read once). */
+  private readonly seqs = new Map<string, Map<number, number>>();
+  /** The commit in flight's raises of `seqs`, flat (sessions map, session, seq before), undone
+   *  if it rolls back. */
+  private readonly seqUndo: Array<Map<number, number> | number> = [];
   /** Set while writes fail for want of space: see writeError. */
   private failing: Error | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
@@ -300,12 +329,14 @@ export class Store {
       CREATE INDEX IF NOT EXISTS events_by_sandbox ON events (sandbox_id, id);
       -- Collector events, found without walking past every probe event (they are pruned apart).
       CREATE INDEX IF NOT EXISTS events_by_collector ON events (sandbox_id, id) WHERE seq IS NULL;
+      -- Counts the sandbox's events with id <= through_id; those after it are counted at open.
       CREATE TABLE IF NOT EXISTS event_usage (
         sandbox_id TEXT PRIMARY KEY,
         guest_events INTEGER NOT NULL,
         guest_bytes INTEGER NOT NULL,
         collector_events INTEGER NOT NULL,
-        collector_bytes INTEGER NOT NULL
+        collector_bytes INTEGER NOT NULL,
+        through_id INTEGER NOT NULL DEFAULT 0
       ) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS dumps (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -326,12 +357,14 @@ export class Store {
       );
       CREATE INDEX IF NOT EXISTS dumps_by_sandbox ON dumps (sandbox_id, id);
     `);
+    this.addUsageThrough();
     this.addEventBytes();
     this.addDumpPause();
     this.addLives();
-    // A probe's seqs are unique within one session (a session numbers nothing twice; a
-    // probe restarted in the same boot counts from 1 again, in the same generation).
-    this.db.exec('CREATE UNIQUE INDEX IF NOT EXISTS events_by_session_seq ON events (sandbox_id, session, seq) WHERE seq IS NOT NULL');
+    this.addSessionMaxSeq();
+    // A probe's seqs are unique within one session; the index that held them so cost a page
+    // write per row, and the session's highest seq (seqs) holds them now.
+    this.db.exec('DROP INDEX IF EXISTS events_by_session_seq');
     this.stmt = {
       upsertSandbox: this.db.prepare(
         `INSERT INTO sandboxes (id, uds_path, source, generation, created_ms) VALUES (@id, @udsPath, @source, @generation, @createdMs)
@@ -345,12 +378,17 @@ export class Store {
       deleteUsage: this.db.prepare('DELETE FROM event_usage WHERE sandbox_id = ?'),
       allUsage: this.db.prepare(
         `SELECT sandbox_id AS id, guest_events AS guestEvents, guest_bytes AS guestBytes,
-                collector_events AS collectorEvents, collector_bytes AS collectorBytes FROM event_usage`,
+                collector_events AS collectorEvents, collector_bytes AS collectorBytes, through_id AS throughId FROM event_usage`,
       ),
       saveUsage: this.db.prepare(
-        `INSERT OR REPLACE INTO event_usage (sandbox_id, guest_events, guest_bytes, collector_events, collector_bytes)
-         VALUES (?, ?, ?, ?, ?)`,
+        `INSERT OR REPLACE INTO event_usage (sandbox_id, guest_events, guest_bytes, collector_events, collector_bytes, through_id)
+         VALUES (?, ?, ?, ?, ?, ?)`,
       ),
+      usageAfter: this.db.prepare(
+        `SELECT seq IS NULL AS collector, COUNT(*) AS n, SUM(bytes) AS bytes FROM events INDEXED BY events_by_sandbox
+         WHERE sandbox_id = ? AND id > ? GROUP BY seq IS NULL`,
+      ),
+      lastId: this.db.prepare('SELECT MAX(id) AS id FROM events'),
       insertDump: this.db.prepare(
         `INSERT INTO dumps (sandbox_id, generation, mode, source, trigger, complete, error, note, pid, created_ms, bytes, text, analysis, paused_ms)
          VALUES (@sandboxId, @generation, @mode, @source, @trigger, @complete, @error, @note, @pid, @createdMs, @bytes, @text, @analysis, @pausedMs)`,
@@ -379,7 +417,7 @@ export class Store {
                  @bootOffsetMs, @skewMs, @guestMs)`,
       ),
       closeSession: this.db.prepare(
-        `UPDATE sessions SET closed_ms = ?, close_reason = ?, boot_offset_ms = COALESCE(?, boot_offset_ms),
+        `UPDATE sessions SET closed_ms = ?, close_reason = ?, max_seq = COALESCE(?, max_seq), boot_offset_ms = COALESCE(?, boot_offset_ms),
                              skew_ms = COALESCE(?, skew_ms), guest_ms = COALESCE(?, guest_ms)
          WHERE sandbox_id = ? AND session = ? AND closed_ms IS NULL`,
       ),
@@ -401,17 +439,16 @@ export class Store {
                 after_guest_ms AS afterGuestMs
          FROM generations WHERE sandbox_id = ? ORDER BY generation DESC LIMIT ${KEEP_GENERATIONS}`,
       ),
-      ackFloor: this.db.prepare(
-        `SELECT MAX(e.seq) AS seq FROM sessions s JOIN events e ON e.sandbox_id = s.sandbox_id AND e.session = s.session
-         WHERE s.sandbox_id = ? AND s.instance_id = ? AND s.probe_generation < ? AND e.seq IS NOT NULL`,
+      earlierSessions: this.db.prepare(
+        `SELECT session, max_seq AS maxSeq FROM sessions WHERE sandbox_id = ? AND instance_id = ? AND probe_generation < ?`,
+      ),
+      // A session's seqs rise with the ids, so its newest probe event has its highest seq.
+      lastSeqOfSession: this.db.prepare(
+        'SELECT seq FROM events INDEXED BY events_by_sandbox WHERE sandbox_id = ? AND session = ? AND seq IS NOT NULL ORDER BY id DESC LIMIT 1',
       ),
       // Positional: the group commit binds thousands of rows a second, without an object each.
-      // A seq the session already has (a resend) is skipped: were it an error, it would fail
-      // the whole group commit, every other sandbox's rows with it. Only that index: any
-      // other constraint still fails the commit (OR IGNORE would skip a NOT NULL too).
       insertEvent: this.db.prepare(
-        `INSERT INTO events (sandbox_id, generation, session, seq, kind, t_guest, t_host, data, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (sandbox_id, session, seq) WHERE seq IS NOT NULL DO NOTHING`,
+        'INSERT INTO events (sandbox_id, generation, session, seq, kind, t_guest, t_host, data, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
       ),
       lastOfKind: this.db.prepare('SELECT id FROM events WHERE sandbox_id = ? AND kind = ? ORDER BY id DESC LIMIT 1'),
       // Oldest first, one origin: what pruning walks (only as far as it deletes). Named
@@ -435,25 +472,29 @@ export class Store {
       for (const p of batch) {
         for (let i = 0; i < p.rows.length; i++) {
           const r = p.rows[i]!;
+          // A seq its session already has is a resend, stored and counted the first time.
+          // Skipped, not an error: that would fail the whole group commit, every other
+          // sandbox's rows with it. (The session takes only consecutive seqs; this is the
+          // store's own guard.)
+          if (r.seq !== null && !this.raiseSeq(r.sandboxId, r.session, r.seq)) continue;
           const res = insert.run(r.sandboxId, r.generation, r.session, r.seq, r.kind, r.tGuest, r.tHost, p.json[i]!, p.bytes[i]!);
-          if (res.changes === 0) continue; // resent: stored and counted the first time
+          this.lastId = Number(res.lastInsertRowid);
           p.stored.push(r);
-          p.ids.push(Number(res.lastInsertRowid));
+          p.ids.push(this.lastId);
           this.count(r.sandboxId, r.seq === null ? 'collector' : 'guest', 1, p.bytes[i]! + EVENT_OVERHEAD_BYTES);
           touched.add(r.sandboxId);
         }
       }
       for (const id of touched) this.enforce(id);
-      for (const id of this.enforceTotal()) touched.add(id);
-      for (const id of touched) this.saveUsage(id);
+      this.enforceTotal();
+      this.saveUsage(performance.now() >= this.usageSaveAt);
     });
     this.loadUsage();
     // Bounds may have been lowered since the last run: apply them now, not at the next event.
     this.db.transaction(() => {
-      const all = [...this.usage.keys()];
-      for (const id of all) this.enforce(id);
+      for (const id of [...this.usage.keys()]) this.enforce(id);
       this.enforceTotal();
-      for (const id of all) this.saveUsage(id);
+      this.saveUsage(true);
     })();
   }
 
@@ -540,6 +581,22 @@ export class Store {
     })();
   }
 
+  /** A database from before usage rows said what they count through: each counted all then. */
+  private addUsageThrough(): void {
+    const columns = this.db.prepare('PRAGMA table_info(event_usage)').all() as Array<{ name: string }>;
+    if (columns.some((c) => c.name === 'through_id')) return;
+    this.db.exec(`
+      ALTER TABLE event_usage ADD COLUMN through_id INTEGER NOT NULL DEFAULT 0;
+      UPDATE event_usage SET through_id = COALESCE((SELECT MAX(id) FROM events), 0);
+    `);
+  }
+
+  /** A database from before sessions kept their highest seq: theirs are read from the events. */
+  private addSessionMaxSeq(): void {
+    const columns = this.db.prepare('PRAGMA table_info(sessions)').all() as Array<{ name: string }>;
+    if (!columns.some((c) => c.name === 'max_seq')) this.db.exec('ALTER TABLE sessions ADD COLUMN max_seq INTEGER');
+  }
+
   /** A database from before byte quotas: give every event its size, and total them once. */
   private addEventBytes(): void {
     const columns = this.db.prepare('PRAGMA table_info(events)').all() as Array<{ name: string }>;
@@ -549,34 +606,58 @@ export class Store {
         ALTER TABLE events ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
         UPDATE events SET bytes = length(CAST(data AS BLOB));
         DELETE FROM event_usage;
-        INSERT INTO event_usage (sandbox_id, guest_events, guest_bytes, collector_events, collector_bytes)
+        INSERT INTO event_usage (sandbox_id, guest_events, guest_bytes, collector_events, collector_bytes, through_id)
           SELECT sandbox_id,
                  SUM(seq IS NOT NULL), SUM(CASE WHEN seq IS NOT NULL THEN bytes + ${EVENT_OVERHEAD_BYTES} ELSE 0 END),
-                 SUM(seq IS NULL), SUM(CASE WHEN seq IS NULL THEN bytes + ${EVENT_OVERHEAD_BYTES} ELSE 0 END)
+                 SUM(seq IS NULL), SUM(CASE WHEN seq IS NULL THEN bytes + ${EVENT_OVERHEAD_BYTES} ELSE 0 END),
+                 (SELECT MAX(id) FROM events)
           FROM events GROUP BY sandbox_id;
       `);
     })();
   }
 
+  /** Reads the usage rows and counts the events stored after each (at open, and after a
+   *  commit rolled back). Every sandbox with events has a row (count writes it at once). */
   private loadUsage(): void {
     this.usage = new Map();
     this.totalBytes = 0;
-    for (const row of this.stmt.allUsage.all() as Array<Usage & { id: string }>) {
-      const { id, ...u } = row;
+    this.unsaved.clear();
+    this.lastId = (this.stmt.lastId.get() as { id: number | null }).id ?? 0;
+    for (const row of this.stmt.allUsage.all() as Array<Usage & { id: string; throughId: number }>) {
+      const { id, throughId, ...u } = row;
       this.usage.set(id, u);
       this.totalBytes += u.guestBytes + u.collectorBytes;
+      if (throughId >= this.lastId) continue;
+      for (const after of this.stmt.usageAfter.all(id, throughId) as Array<{ collector: number; n: number; bytes: number }>) {
+        this.count(id, after.collector ? 'collector' : 'guest', after.n, after.bytes + after.n * EVENT_OVERHEAD_BYTES);
+      }
     }
   }
 
-  private saveUsage(id: string): void {
-    const u = this.usage.get(id);
-    if (u) this.stmt.saveUsage.run(id, u.guestEvents, u.guestBytes, u.collectorEvents, u.collectorBytes);
+  /** Writes the usage rows that are behind: `all` of them, or only those a prune or a
+   *  sandbox's first events require now. */
+  private saveUsage(all: boolean): void {
+    for (const id of all ? this.unsaved : this.mustSave) {
+      const u = this.usage.get(id);
+      if (u) this.stmt.saveUsage.run(id, u.guestEvents, u.guestBytes, u.collectorEvents, u.collectorBytes, this.lastId);
+      if (!all) this.unsaved.delete(id);
+    }
+    if (all) {
+      this.unsaved.clear();
+      this.usageSaveAt = performance.now() + USAGE_SAVE_MS;
+    }
+    this.mustSave.clear();
   }
 
   /** Adds (or, negative, takes away) events and bytes to a sandbox's usage. */
   private count(id: string, origin: Origin, events: number, bytes: number): void {
     let u = this.usage.get(id);
-    if (!u) this.usage.set(id, (u = { guestEvents: 0, guestBytes: 0, collectorEvents: 0, collectorBytes: 0 }));
+    if (!u) {
+      this.usage.set(id, (u = { guestEvents: 0, guestBytes: 0, collectorEvents: 0, collectorBytes: 0 }));
+      // Its row is written in this commit: the recount at open starts from the rows.
+      this.mustSave.add(id);
+    }
+    this.unsaved.add(id);
     if (origin === 'guest') {
       u.guestEvents += events;
       u.guestBytes += bytes;
@@ -608,10 +689,10 @@ export class Store {
   /**
    * Holds all sandboxes together to totalBytes: the largest are cut to one common size (the
    * level that brings the total back to KEEP_AFTER_PRUNE of the bound), so a sandbox that
-   * floods loses its own history first and small ones keep theirs. Returns whom it cut.
+   * floods loses its own history first and small ones keep theirs.
    */
-  private enforceTotal(): string[] {
-    if (this.totalBytes <= this.retention.totalBytes) return [];
+  private enforceTotal(): void {
+    if (this.totalBytes <= this.retention.totalBytes) return;
     const sizes = [...this.usage].map(([id, u]) => ({ id, bytes: u.guestBytes + u.collectorBytes })).sort((a, b) => b.bytes - a.bytes);
     const target = this.retention.totalBytes * KEEP_AFTER_PRUNE;
     let rest = this.totalBytes;
@@ -623,14 +704,12 @@ export class Store {
       level = Math.max(0, Math.floor((target - rest) / cut));
       if (cut === sizes.length || level >= sizes[cut]!.bytes) break;
     }
-    const ids = sizes.slice(0, cut).map((s) => s.id);
-    for (const id of ids) {
+    for (const { id } of sizes.slice(0, cut)) {
       const u = this.usage.get(id)!;
       this.dropOldest(id, 'guest', 0, u.guestBytes + u.collectorBytes - level);
       // With no probe events left to give, the collector's own go too.
       this.dropOldest(id, 'collector', 0, u.guestBytes + u.collectorBytes - level);
     }
-    return ids;
   }
 
   /** Deletes a sandbox's oldest events of one origin: at least `events` of them and `bytes`. */
@@ -648,6 +727,31 @@ export class Store {
     if (n === 0) return;
     this.stmt.deleteUpTo[origin].run(id, upTo);
     this.count(id, origin, -n, -size);
+    // The deleted rows are counted in the saved row: it must not outlive them.
+    this.mustSave.add(id);
+  }
+
+  /** Records a probe event's seq as stored in its session; false if the session has it. */
+  private raiseSeq(sandboxId: string, session: number, seq: number): boolean {
+    let sessions = this.seqs.get(sandboxId);
+    if (!sessions) this.seqs.set(sandboxId, (sessions = new Map()));
+    let high = sessions.get(session);
+    if (high === undefined) {
+      // A session this store did not open (or one closed before): read once.
+      high = (this.stmt.lastSeqOfSession.get(sandboxId, session) as { seq: number } | undefined)?.seq ?? 0;
+    }
+    if (seq <= high) return false;
+    this.seqUndo.push(sessions, session, high);
+    sessions.set(session, seq);
+    return true;
+  }
+
+  /** The commit rolled back: so do the seqs it raised, newest first. */
+  private undoSeqs(): void {
+    for (let i = this.seqUndo.length - 3; i >= 0; i -= 3) {
+      (this.seqUndo[i] as Map<number, number>).set(this.seqUndo[i + 1] as number, this.seqUndo[i + 2] as number);
+    }
+    this.seqUndo.length = 0;
   }
 
   saveSandbox(row: SandboxRow): void {
@@ -667,6 +771,8 @@ export class Store {
     const u = this.usage.get(id);
     if (u) this.totalBytes -= u.guestBytes + u.collectorBytes;
     this.usage.delete(id);
+    this.unsaved.delete(id);
+    this.seqs.delete(id);
   }
 
   listSandboxes(): SandboxRow[] {
@@ -683,6 +789,9 @@ export class Store {
         this.stmt.openSession.run(s);
         this.stmt.setSession.run(s.session, s.generation, s.sandboxId);
       })();
+      let sessions = this.seqs.get(s.sandboxId);
+      if (!sessions) this.seqs.set(s.sandboxId, (sessions = new Map()));
+      sessions.set(s.session, 0);
     } catch (err) {
       if (isStorageError(err)) this.fail(err);
       throw err;
@@ -709,8 +818,15 @@ export class Store {
    *  throws for want of space: the close is then written once a write succeeds. */
   closeSession(sandboxId: string, session: number, reason: string, last: Omit<LastContact, 'instanceId' | 'bootId'> = NO_CLOCKS): void {
     const closedMs = Date.now();
-    const write = () =>
-      this.stmt.closeSession.run(closedMs, reason.slice(0, 500), last.bootOffsetMs, last.skewMs, last.guestMs, sandboxId, session);
+    // Its queued events are committed first, so the row gets the highest seq stored of it
+    // (a close kept while writes fail reads it when written, after the events it waited for).
+    this.flush();
+    const write = () => {
+      const sessions = this.seqs.get(sandboxId);
+      const maxSeq = sessions?.get(session) ?? null;
+      this.stmt.closeSession.run(closedMs, reason.slice(0, 500), maxSeq, last.bootOffsetMs, last.skewMs, last.guestMs, sandboxId, session);
+      sessions?.delete(session);
+    };
     if (this.failing) {
       this.deferred.push(write);
       return;
@@ -757,8 +873,19 @@ export class Store {
    */
   ackFloor(sandboxId: string, instanceId: string, probeGeneration: number): number {
     this.flush();
-    const row = this.stmt.ackFloor.get(sandboxId, instanceId, probeGeneration) as { seq: number | null };
-    return row.seq ?? 0;
+    let floor = 0;
+    const earlier = this.stmt.earlierSessions.all(sandboxId, instanceId, probeGeneration) as EarlierSession[];
+    for (const s of earlier) {
+      // Closed: its row says. Open (the probe came back before its old connection was seen
+      // to end), or left open by a crash: what this store saw of it, or its newest event.
+      const seq =
+        s.maxSeq ??
+        this.seqs.get(sandboxId)?.get(s.session) ??
+        (this.stmt.lastSeqOfSession.get(sandboxId, s.session) as { seq: number } | undefined)?.seq ??
+        0;
+      floor = Math.max(floor, seq);
+    }
+    return floor;
   }
 
   /**
@@ -816,8 +943,11 @@ export class Store {
     let error: Error | null = null;
     try {
       this.commitBatch(batch);
+      this.seqUndo.length = 0;
     } catch (err) {
-      // Rolled back: so is the usage the commit had counted, and the ids are nobody's.
+      // Rolled back: so are the seqs and the usage the commit had counted, and the ids are nobody's.
+      this.undoSeqs();
+      this.mustSave.clear();
       this.loadUsage();
       for (const p of batch) {
         p.stored.length = 0;
@@ -962,6 +1092,8 @@ export class Store {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
     this.flush();
+    // A clean stop leaves every usage row current: the next open counts nothing again.
+    if (!this.failing && this.unsaved.size > 0) this.db.transaction(() => this.saveUsage(true))();
     this.checkpointer.close();
     this.db.close();
   }
