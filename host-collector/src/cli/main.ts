@@ -14,6 +14,7 @@ import { LIFECYCLE_EVENT_NAMES, SETTLED_STATES, type SandboxState } from '../cat
 import { Collector, DEFAULT_COLLECTOR_OPTIONS } from '../collector/collector.js';
 import { DEFAULT_CONDITION_SETTINGS } from '../collector/conditions.js';
 import { DUMP_ANALYSIS_TIME_LIMIT_MS } from '../collector/dump-analyzer.js';
+import { tuneHeap } from '../collector/heap.js';
 import { LOG_LEVELS, createLogger, logProcessWarnings } from '../collector/logger.js';
 import { DEFAULT_RETENTION } from '../collector/store.js';
 import { analyzeDump, summarizeAnalysis } from '../dumps/analyze.js';
@@ -177,6 +178,7 @@ export function buildProgram(): Command {
         process.exitCode = EXIT.error;
         return;
       }
+      tuneHeap();
       const collector = new Collector(
         {
           http: o.http,
