@@ -106,18 +106,20 @@ export class Checkpointer {
   }
 
   private run(): void {
-    this.inFlight = true;
-    this.pass = 'copy';
     this.lastMs = performance.now();
-    this.start().postMessage('checkpoint');
+    this.post('copy');
   }
 
   private hold(): void {
     this.holding = true;
     this.holdStart = performance.now();
     this.holdTimer = setTimeout(() => this.release(), MAX_HOLD_MS);
+    this.post('hold');
+  }
+
+  private post(pass: 'copy' | 'hold'): void {
     this.inFlight = true;
-    this.pass = 'hold';
+    this.pass = pass;
     this.start().postMessage('checkpoint');
   }
 
