@@ -731,15 +731,23 @@ export class Store {
     this.mustSave.add(id);
   }
 
-  /** Records a probe event's seq as stored in its session; false if the session has it. */
-  private raiseSeq(sandboxId: string, session: number, seq: number): boolean {
+  /** A sandbox's sessions in `seqs`, made on first use. */
+  private sessionSeqs(sandboxId: string): Map<number, number> {
     let sessions = this.seqs.get(sandboxId);
     if (!sessions) this.seqs.set(sandboxId, (sessions = new Map()));
-    let high = sessions.get(session);
-    if (high === undefined) {
-      // A session this store did not open (or one closed before): read once.
-      high = (this.stmt.lastSeqOfSession.get(sandboxId, session) as { seq: number } | undefined)?.seq ?? 0;
-    }
+    return sessions;
+  }
+
+  /** A session's highest seq as its newest probe event says (for one `seqs` does not hold). */
+  private newestSeq(sandboxId: string, session: number): number {
+    return (this.stmt.lastSeqOfSession.get(sandboxId, session) as { seq: number } | undefined)?.seq ?? 0;
+  }
+
+  /** Records a probe event's seq as stored in its session; false if the session has it. */
+  private raiseSeq(sandboxId: string, session: number, seq: number): boolean {
+    const sessions = this.sessionSeqs(sandboxId);
+    // A session this store did not open (or one closed before) is read from its events.
+    const high = sessions.get(session) ?? this.newestSeq(sandboxId, session);
     if (seq <= high) return false;
     this.seqUndo.push(sessions, session, high);
     sessions.set(session, seq);
@@ -789,9 +797,7 @@ export class Store {
         this.stmt.openSession.run(s);
         this.stmt.setSession.run(s.session, s.generation, s.sandboxId);
       })();
-      let sessions = this.seqs.get(s.sandboxId);
-      if (!sessions) this.seqs.set(s.sandboxId, (sessions = new Map()));
-      sessions.set(s.session, 0);
+      this.sessionSeqs(s.sandboxId).set(s.session, 0);
     } catch (err) {
       if (isStorageError(err)) this.fail(err);
       throw err;
@@ -878,12 +884,7 @@ export class Store {
     for (const s of earlier) {
       // Closed: its row says. Open (the probe came back before its old connection was seen
       // to end), or left open by a crash: what this store saw of it, or its newest event.
-      const seq =
-        s.maxSeq ??
-        this.seqs.get(sandboxId)?.get(s.session) ??
-        (this.stmt.lastSeqOfSession.get(sandboxId, s.session) as { seq: number } | undefined)?.seq ??
-        0;
-      floor = Math.max(floor, seq);
+      floor = Math.max(floor, s.maxSeq ?? this.seqs.get(sandboxId)?.get(s.session) ?? this.newestSeq(sandboxId, s.session));
     }
     return floor;
   }
