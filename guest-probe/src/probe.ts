@@ -38,6 +38,7 @@ import { SigquitCapture, dumpChunks, takeDump, tracebackEnded, waitForExit } fro
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
 import { NOTIFY_EVENTS_PER_SEC, NOTIFY_PAUSE_MS } from './notify/rate.js';
+import { SampleLoop } from './sample-loop.js';
 import { phaseEvent } from './phases.js';
 import { readBootId } from './proc/index.js';
 import { EventRing } from './ring.js';
@@ -87,8 +88,7 @@ export class Probe {
   private journalTracebackEnds = 0;
   private lastKeyframe = Date.now();
   private commandServer: net.Server | null = null;
-  private timer: NodeJS.Timeout | null = null;
-  private stopped = false;
+  private readonly loop: SampleLoop;
   private oversizeReported = 0;
   /** A notify flood past NOTIFY_EVENTS_PER_SEC: the pauses and drops said so far. */
   private ratePausesReported = 0;
@@ -138,6 +138,10 @@ export class Probe {
       ...(this.health ? [this.health] : []),
       { tick: () => this.keyframe() },
     ];
+    this.loop = new SampleLoop(
+      () => this.sample(),
+      () => (this.settled ? config.intervalMs : config.bootIntervalMs),
+    );
     this.link = new Link({
       address: config.connect,
       ring: this.ring,
@@ -195,14 +199,11 @@ export class Probe {
     }
     if (this.config.command.length) this.wrap();
     this.link.start();
-    // Sample on the next turn: the hello (dial + write) goes out first, so the collector
-    // hears from a freshly started probe as early as possible.
-    setImmediate(() => this.sample());
+    this.loop.start();
   }
 
   stop(): void {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    this.loop.stop();
     this.notify?.close();
     this.kmsg?.close();
     this.uevents?.close();
@@ -219,9 +220,7 @@ export class Probe {
   }
 
   private sample(): void {
-    if (this.stopped) return;
     for (const w of this.watchers) w.tick();
-    this.timer = setTimeout(() => this.sample(), this.settled ? this.config.intervalMs : this.config.bootIntervalMs);
   }
 
   /** Now and then the whole status as one event: a collector that missed deltas (a gap)
@@ -368,9 +367,7 @@ export class Probe {
 
   /** A phase marker often comes right before a bind or an exit: look again at once. */
   private sampleSoon(): void {
-    if (this.stopped || this.settled) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.sample(), 0);
+    if (!this.settled) this.loop.soon();
   }
 
   private async openCommandPort(): Promise<void> {
