@@ -1,16 +1,25 @@
 // The socket picture of the sandbox, cheap enough for every tick: totals from
 // /proc/net/sockstat (~0.01 ms) each tick, and a census (counts by TCP state and the
-// busiest remote endpoints, aggregated in the addon from one sock_diag dump) only every
-// CENSUS_EVERY_MS or when the totals jump. Never a /proc/net/tcp scan per tick: with an
-// MMDS poll storm's thousands of sockets that alone would cost a large share of a core.
+// busiest remote endpoints, aggregated in the addon from one sock_diag dump) only now and
+// then (CENSUS_EVERY_MS, longer when a census is costly) or when the totals jump. Never a
+// /proc/net/tcp scan per tick: with an MMDS poll storm's thousands of sockets that alone
+// would cost a large share of a core.
 
 import type { EventBody } from '@vsockdiag/proto';
 import type { SocketCensus } from './diag.js';
 import { readSockstat } from './proc/index.js';
 
-// Every 30 s when nothing changes (a census is milliseconds of kernel time with thousands of
-// sockets); sooner when the totals jump.
+/** A census at least this often when nothing changes; sooner when the totals jump. */
 export const CENSUS_EVERY_MS = 30_000;
+/** …and no more often than keeps the periodic censuses within this share of a core: a census
+ *  walks the kernel's socket table, ~25 ms with 10,000 sockets, which every 30 s would be
+ *  most of a settled probe's CPU at 1 Hz. The next one waits cost / share (25 ms: 125 s). */
+export const CENSUS_CPU_SHARE = 0.0002;
+
+/** The wait before the next periodic census, after one that took `costMs`. */
+export function censusPeriodMs(costMs: number): number {
+  return Math.max(CENSUS_EVERY_MS, costMs / CENSUS_CPU_SHARE);
+}
 /** Totals are re-sent when they moved by this fraction (or every TOTALS_EVERY_MS). */
 const TOTALS_CHANGE = 0.1;
 const TOTALS_EVERY_MS = 10_000;
@@ -27,6 +36,7 @@ export interface SocketWatcherOptions {
   census: ((top: number) => SocketCensus) | null;
   /** Guest time (ms since boot) to stamp a census with. */
   sinceBootMs: () => number;
+  /** Monotonic ms (performance.now by default): the periods, and what a census cost. */
   now?: () => number;
 }
 
@@ -35,10 +45,12 @@ export class SocketWatcher {
   private sentAt = Number.NEGATIVE_INFINITY;
   private censusTotal = 0;
   private censusAt = Number.NEGATIVE_INFINITY;
+  /** Until the next census when nothing changes: censusPeriodMs of the last one's cost. */
+  private censusEveryMs = CENSUS_EVERY_MS;
   private readonly now: () => number;
 
   constructor(private readonly opts: SocketWatcherOptions) {
-    this.now = opts.now ?? Date.now;
+    this.now = opts.now ?? (() => performance.now());
   }
 
   tick(): void {
@@ -48,13 +60,14 @@ export class SocketWatcher {
     const total = st.tcpInUse + st.tcpTimeWait;
     const grown = total - this.censusTotal >= Math.max(50, this.censusTotal * CENSUS_GROWTH);
     const censusDue =
-      this.opts.census !== null && (now - this.censusAt >= CENSUS_EVERY_MS || (grown && now - this.censusAt >= CENSUS_MIN_GAP_MS));
+      this.opts.census !== null && (now - this.censusAt >= this.censusEveryMs || (grown && now - this.censusAt >= CENSUS_MIN_GAP_MS));
     const moved = Math.abs(total - this.sentTotal) > Math.max(10, this.sentTotal * TOTALS_CHANGE);
     if (!censusDue && !moved && now - this.sentAt < TOTALS_EVERY_MS) return;
 
     const body: Extract<EventBody, { kind: 'sockets' }> = { kind: 'sockets', tcpInUse: st.tcpInUse, timeWait: st.tcpTimeWait };
     if (censusDue) {
       const c = this.opts.census!(TOP_REMOTES);
+      this.censusEveryMs = censusPeriodMs(this.now() - now);
       body.byState = Object.fromEntries(Object.entries(c.byState).filter(([, n]) => n > 0));
       body.top = c.byRemote.slice(0, TOP_REMOTES).map((r) => ({ address: r.address, port: r.port, count: r.count }));
       body.remotesDistinct = c.remotesDistinct;

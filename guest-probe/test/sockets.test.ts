@@ -4,7 +4,7 @@ import type { EventBody } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fakeProcTree } from '../../test/support/fake-proc.js';
 import type { SocketCensus } from '../src/diag.js';
-import { CENSUS_EVERY_MS, SocketWatcher } from '../src/sockets.js';
+import { CENSUS_CPU_SHARE, CENSUS_EVERY_MS, SocketWatcher, censusPeriodMs } from '../src/sockets.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -82,6 +82,45 @@ describe('SocketWatcher', () => {
     now = 1500 + CENSUS_EVERY_MS;
     tickAt(46);
     expect(censuses).toBe(3);
+  });
+
+  it('spaces costly censuses out to their share of a core; a jump still takes one early', () => {
+    const proc = procWith(5000, 5000);
+    let now = 0;
+    const taken: number[] = [];
+    const costMs = 40; // a census of a big socket table: 40 ms / 0.02 % = 200 s
+    const w = new SocketWatcher({
+      procRoot: proc.root,
+      emit: () => {},
+      census: () => {
+        taken.push(now);
+        now += costMs;
+        return census(10_000);
+      },
+      sinceBootMs: () => now,
+      now: () => now,
+    });
+    const period = costMs / CENSUS_CPU_SHARE;
+    expect(censusPeriodMs(costMs)).toBe(period);
+    expect(period).toBeGreaterThan(CENSUS_EVERY_MS);
+    // 1 Hz ticks for 10 minutes, totals steady.
+    for (let s = 0; s < 600; s++) {
+      now = Math.max(now, s * 1000);
+      w.tick();
+    }
+    const gaps = taken.slice(1).map((t, i) => t - taken[i]!);
+    expect(taken.length).toBe(3);
+    for (const g of gaps) expect(g).toBeGreaterThanOrEqual(period);
+    for (const g of gaps) expect(g).toBeLessThan(period + 1000 + costMs);
+    // The totals jump: a census at the next tick (past the minimum gap), whatever it costs.
+    proc.set(9000, 9000);
+    now += 1000;
+    w.tick();
+    expect(taken.length).toBe(4);
+  });
+
+  it('takes a cheap census every CENSUS_EVERY_MS', () => {
+    expect(censusPeriodMs(0.5)).toBe(CENSUS_EVERY_MS);
   });
 
   it('without sock_diag it still sends totals, never a census', () => {

@@ -12,7 +12,7 @@ import { dumpSection, measureDumps } from './dumps.js';
 import { measureGoDump } from './go-dump.js';
 import { fleetSection, measureFleetBench } from './fleet.js';
 import { measureScaleBench, scaleSection } from './scale.js';
-import { CENSUS_EVERY_MS } from '../../guest-probe/src/sockets.js';
+import { CENSUS_CPU_SHARE, CENSUS_EVERY_MS, censusPeriodMs } from '../../guest-probe/src/sockets.js';
 import { LOAD, measureProbeMicro, startProbeCost, type CpuFigure } from './probe-cost.js';
 
 const BOOTS = Number(process.env.VSOCKDIAG_BENCH_BOOTS ?? 50);
@@ -105,6 +105,8 @@ process.stdout.write(md);
 /** The probe's own cost: per-call micro-benchmark and CPU share over a window (probe-cost.ts). */
 function probeSection(): string {
   const us = micro.us;
+  // The probe's own census period at the census's median cost here (µs → ms).
+  const censusEveryS = censusPeriodMs(us.census.p50 / 1000) / 1000;
   const n = (v: number, digits = 0) => v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const t = (v: number) => (v >= 1000 ? `${n(v)}` : v >= 100 ? n(v) : n(v, 1));
   const x = (a: number, b: number) => `${n(a / b, a / b >= 100 ? 0 : 1)}×`;
@@ -177,8 +179,9 @@ after a warm-up (the target found and the listener seen bound, so only steady-st
 timed), ${micro.rounds} rounds each time ${'`'}sample${'`'} 250×, each part 100×, census 15×, the tcp reads 3× and 2×,
 the scan 5×, interleaved so noise falls on all alike; process.hrtime per call. These are warm,
 JIT-optimised calls in a tight loop: the probe, ticking at 25 Hz or 1 Hz, pays more per tick
-(colder caches, less optimised code; see the CPU share below). The census is run every ${CENSUS_EVERY_MS / 1000} s or
-when the totals grow; the baselines are what the probe avoids per tick.
+(colder caches, less optimised code; see the CPU share below). The census is run every ${CENSUS_EVERY_MS / 1000} s, or
+less often when it costs more than ${CENSUS_CPU_SHARE * 100} % of a core at that period, and when the totals grow; the baselines are
+what the probe avoids per tick.
 
 | process (${cpu.windowS} s window, all at the same time) | CPU, % of one core | CPU ms | main-thread wake-ups/s | read syscalls/s | RssAnon MiB | RssFile MiB | target |
 |---|---|---|---|---|---|---|---|
@@ -191,8 +194,8 @@ its stall and start deadlines are set past the window, so the hung sandbox stays
 the collector takes no stuck-time action during it).
 CPU is utime + stime from \`/proc/<pid>/stat\` (all threads; counted in 10 ms steps, i.e. ${(1 / cpu.windowS).toFixed(3)} % of a core
 over the window), wake-ups are the main thread's voluntary context switches, reads are \`syscr\` from
-\`/proc/<pid>/io\`, memory from \`/proc/<pid>/status\` at the end. Both probes run their census
-every ${CENSUS_EVERY_MS / 1000} s; the two sandboxes share one kernel here, so each census walks both sandboxes' sockets.
+\`/proc/<pid>/io\`, memory from \`/proc/<pid>/status\` at the end. The two sandboxes share one kernel here, so
+each census walks both sandboxes' sockets: at the median above, the probes space them ${n(censusEveryS)} s apart.
 
 | after ${n(soak.afterS / 60, 1)} min (the same processes) | RssAnon | RssFile | threads | CPU over the ${n(soak.afterS / 60, 1)} min | target |
 |---|---|---|---|---|---|
@@ -205,7 +208,7 @@ window above is the quiet figure).
 
 Per tick, from the figures above: at boot rate the probe's CPU ÷ ${1000 / DEFAULTS.bootIntervalMs} ticks/s is
 ${n(bootPerTickUs)} µs per tick, ${x(bootPerTickUs, us.sample.p50)} the warm sample's median; at steady rate, ${n(steadyPerSUs)} µs per
-second. The census every ${CENSUS_EVERY_MS / 1000} s alone, at its median above, is ≈ ${(us.census.p50 / CENSUS_EVERY_MS / 10).toFixed(3)} % of a core.
+second. The census every ${n(censusEveryS)} s alone, at its median above, is ≈ ${(us.census.p50 / 1e4 / censusEveryS).toFixed(3)} % of a core.
 
 Per-tick \`/proc/*\` scan at steady state: **${cpu.steadyScansProcPerTick ? 'yes' : 'no'}**: ${n(cpu.steadyReadsPerTick, 1)} read syscalls per 1 s tick, everything the probe
 read (the target's stat, sockstat, /dev/kmsg, the link, ...), against ${cpu.steadyNamespaceProcesses} processes in the sandbox that a scan would read
