@@ -23,7 +23,7 @@ import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
 import { FirecrackerVsock } from '../harness/firecracker.js';
 import { descendants, namespacesAvailable, probeCommand } from '../harness/sandbox.js';
-import { cpuMs, statusFields } from './proc.js';
+import { anonBreakdown, cpuMs, statusFields, threadCpuMs, type AnonBreakdown } from './proc.js';
 
 export const LOAD = { processes: 500, connections: 5000 } as const;
 const TARGET = 'fake-envd';
@@ -224,6 +224,7 @@ export async function startLoadedSandbox(
 interface ProcSnapshot {
   at: number;
   cpuMs: number;
+  threads: Map<number, number>;
   syscr: number;
   voluntaryCtxt: number;
 }
@@ -233,14 +234,15 @@ function snapshot(pid: number): ProcSnapshot {
   return {
     at: performance.now(),
     cpuMs: cpuMs(pid),
+    threads: threadCpuMs(pid),
     syscr: Number(/^syscr:\s+(\d+)/m.exec(io)?.[1] ?? Number.NaN),
     voluntaryCtxt: statusFields(pid, ['voluntary_ctxt_switches'] as const).voluntary_ctxt_switches,
   };
 }
 
-function memory(pid: number): { rssAnonKb: number; rssFileKb: number; vmRssKb: number; threads: number } {
+function memory(pid: number): { rssAnonKb: number; rssFileKb: number; vmRssKb: number; threads: number; anon: AnonBreakdown } {
   const s = statusFields(pid, ['RssAnon', 'RssFile', 'VmRSS', 'Threads'] as const);
-  return { rssAnonKb: s.RssAnon, rssFileKb: s.RssFile, vmRssKb: s.VmRSS, threads: s.Threads };
+  return { rssAnonKb: s.RssAnon, rssFileKb: s.RssFile, vmRssKb: s.VmRSS, threads: s.Threads, anon: anonBreakdown(pid) };
 }
 
 export interface CpuFigure {
@@ -256,6 +258,12 @@ export interface CpuFigure {
   rssFileKb: number;
   vmRssKb: number;
   threads: number;
+  /** Where the CPU went (schedstat, ms over the window): the main thread (the event loop),
+   *  and every other thread (V8's compiler and GC helpers, libuv's pool). */
+  mainThreadMs: number;
+  otherThreadsMs: number;
+  /** RssAnon by kind at the end (smaps). */
+  anon: AnonBreakdown;
 }
 
 export interface ProbeCpu {
@@ -274,7 +282,16 @@ export interface ProbeCpu {
 function figure(a: ProcSnapshot, b: ProcSnapshot, pid: number): CpuFigure {
   const windowS = (b.at - a.at) / 1000;
   const used = b.cpuMs - a.cpuMs;
+  let mainThreadMs = 0;
+  let otherThreadsMs = 0;
+  for (const [tid, ms] of b.threads) {
+    const spent = ms - (a.threads.get(tid) ?? 0);
+    if (tid === pid) mainThreadMs = spent;
+    else otherThreadsMs += spent;
+  }
   return {
+    mainThreadMs,
+    otherThreadsMs,
     cpuPct: (used / 1000 / windowS) * 100,
     cpuMs: used,
     windowS,

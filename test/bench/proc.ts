@@ -36,3 +36,50 @@ export function statusFields<K extends string>(pid: number, keys: readonly K[]):
 export function runDelayMs(pid: number | 'self'): number {
   return Number(fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
 }
+
+/** CPU time of each thread (ms, from /proc/<pid>/task/<tid>/schedstat: nanoseconds on a CPU,
+ *  finer than stat's 10 ms ticks), by thread id; the main thread's id is the pid. */
+export function threadCpuMs(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      out.set(Number(tid), Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) / 1e6);
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return out;
+}
+
+/** A process's anonymous memory by kind (kB), from /proc/<pid>/smaps: anonymous 256 KiB
+ *  mappings (V8 allocates its heap in pages of that size), malloc's brk heap, and the rest
+ *  (V8's other reservations, thread stacks, mmapped malloc chunks). */
+export interface AnonBreakdown {
+  v8PagesKb: number;
+  v8Pages: number;
+  brkKb: number;
+  otherKb: number;
+}
+
+export function anonBreakdown(pid: number): AnonBreakdown {
+  const out: AnonBreakdown = { v8PagesKb: 0, v8Pages: 0, brkKb: 0, otherKb: 0 };
+  let sizeKb = 0;
+  let name = '';
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const range = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (range) {
+      sizeKb = (Number.parseInt(range[2]!, 16) - Number.parseInt(range[1]!, 16)) / 1024;
+      name = range[3]!;
+      continue;
+    }
+    const anon = /^Anonymous:\s+(\d+) kB/.exec(line);
+    if (!anon || anon[1] === '0') continue;
+    const kb = Number(anon[1]);
+    if (name === '[heap]') out.brkKb += kb;
+    else if (name === '' && sizeKb === 256) {
+      out.v8PagesKb += kb;
+      out.v8Pages++;
+    } else out.otherKb += kb;
+  }
+  return out;
+}

@@ -61,6 +61,7 @@ const { verdicts, dumps, goDump, fleet, scale, soak } = await (async () => {
   }
 })();
 const cpu = probeCost.cpu;
+for (const line of probeMissed()) progress(`probe: target missed: ${line}`);
 const f = (n: number) => n.toFixed(1);
 const rows = [
   ['target bind → `ready` on the API', verdicts.bindToReady, '—', '≤ 100 ms p99'],
@@ -101,6 +102,39 @@ fs.writeFileSync(
   `${JSON.stringify({ machine, stallMs: STALL_MS, ...verdicts, probe: { micro, cpu, soak }, dumps, goDump, fleet, scale }, null, 2)}\n`,
 );
 process.stdout.write(md);
+
+// Declarations, not consts: the top level above calls them before this line is reached.
+function mib(kb: number): string {
+  return (kb / 1024).toFixed(1);
+}
+
+/** Where a probe's memory is (smaps), in words. */
+function anonWhere(f: CpuFigure): string {
+  return `V8 heap pages ${f.anon.v8Pages} × 256 KiB = ${mib(f.anon.v8PagesKb)} MiB, malloc heap ${mib(f.anon.brkKb)} MiB, other ${mib(f.anon.otherKb)} MiB`;
+}
+
+/** The probe's targets this run missed, each with where its CPU or memory went. */
+function probeMissed(): string[] {
+  const out: string[] = [];
+  const s = cpu.steady;
+  if (s.cpuPct > PROBE_TARGETS.steadyCpuPct) {
+    out.push(
+      `CPU at 1 Hz ${s.cpuPct.toFixed(2)} % > ${PROBE_TARGETS.steadyCpuPct} % (over ${s.windowS.toFixed(0)} s: main thread ${s.mainThreadMs.toFixed(0)} ms, other threads ${s.otherThreadsMs.toFixed(0)} ms, ${s.wakeupsPerS.toFixed(1)} wake-ups/s)`,
+    );
+  }
+  const idle = soak.idleNode;
+  for (const [name, f] of [
+    ['boot rate', soak.bootRate],
+    ['steady rate', soak.steady],
+  ] as const) {
+    const ratio = f.rssAnonKb / idle.rssAnonKb;
+    if (f.rssAnonKb <= PROBE_TARGETS.rssAnonMiB * 1024 && ratio <= PROBE_TARGETS.rssAnonRatio) continue;
+    out.push(
+      `RssAnon at ${name} ${mib(f.rssAnonKb)} MiB, ${ratio.toFixed(2)} × idle node (≤ ${PROBE_TARGETS.rssAnonMiB} MiB, ≤ ${PROBE_TARGETS.rssAnonRatio} ×): ${anonWhere(f)}; idle node: ${anonWhere(idle)}`,
+    );
+  }
+  return out;
+}
 
 /** The probe's own cost: per-call micro-benchmark and CPU share over a window (probe-cost.ts). */
 function probeSection(): string {
@@ -159,6 +193,17 @@ function probeSection(): string {
     soakRow('probe at steady rate (the healthy sandbox)', soak.steady, true),
     soakRow('baseline: idle `node`', soak.idleNode, false),
   ];
+  const whereRows = (
+    [
+      ['probe at boot rate', cpu.bootRate, soak.bootRate],
+      ['probe at steady rate', cpu.steady, soak.steady],
+      ['idle `node`', cpu.idleNode, soak.idleNode],
+    ] as const
+  ).map(
+    ([name, w, m]) =>
+      `| ${name} | ${n(w.mainThreadMs)} | ${n(w.otherThreadsMs)} | ${m.anon.v8Pages} (${mib(m.anon.v8PagesKb)} MiB) | ${mib(m.anon.brkKb)} MiB | ${mib(m.anon.otherKb)} MiB |`,
+  );
+  const missed = probeMissed();
   const l = micro.load;
   const bootPerTickUs = (cpu.bootRate.cpuMs * 1000) / (cpu.bootRate.windowS * (1000 / DEFAULTS.bootIntervalMs));
   const steadyPerSUs = (cpu.steady.cpuMs * 1000) / cpu.steady.windowS;
@@ -201,6 +246,14 @@ each census walks both sandboxes' sockets: at the median above, the probes space
 |---|---|---|---|---|---|
 ${soakRows.join('\n')}
 
+Where it goes: CPU of the main thread (the event loop) and of all other threads (V8's compiler and GC
+helpers, libuv's pool) over the ${cpu.windowS} s window, from each thread's \`schedstat\`; RssAnon at the end of the
+${n(soak.afterS / 60, 1)} min by kind, from \`smaps\` (V8 allocates its heap in 256 KiB pages; the malloc heap is \`[heap]\`).
+
+| process | main thread ms | other threads ms | V8 heap pages | malloc heap | other anonymous |
+|---|---|---|---|---|---|
+${whereRows.join('\n')}
+${missed.length ? `\nTargets missed:\n${missed.map((l) => `- ${l}`).join('\n')}\n` : '\nEvery probe target of this section was met.\n'}
 How: the processes of the table above keep running while the rest of this run's benchmarks run (the verdict
 boots, the dumps, the collector under load), then their \`/proc/<pid>/status\` is read once they have run
 ${n(soak.afterS)} s; the CPU column is over that whole time, other benchmarks running beside them (the ${cpu.windowS} s
