@@ -110,7 +110,7 @@ function mib(kb: number): string {
 
 /** Where a probe's memory is (smaps), in words. */
 function anonWhere(f: CpuFigure): string {
-  return `V8 heap pages ${f.anon.v8Pages} × 256 KiB = ${mib(f.anon.v8PagesKb)} MiB, malloc heap ${mib(f.anon.brkKb)} MiB, other ${mib(f.anon.otherKb)} MiB`;
+  return `V8 heap ${mib(f.anon.v8PagesKb)} MiB resident in ${f.anon.v8Pages} pages of 256 KiB, malloc heap ${mib(f.anon.brkKb)} MiB, other ${mib(f.anon.otherKb)} MiB`;
 }
 
 /** The probe's targets this run missed, each with where its CPU or memory went. */
@@ -250,7 +250,7 @@ Where it goes: CPU of the main thread (the event loop) and of all other threads 
 helpers, libuv's pool) over the ${cpu.windowS} s window, from each thread's \`schedstat\`; RssAnon at the end of the
 ${n(soak.afterS / 60, 1)} min by kind, from \`smaps\` (V8 allocates its heap in 256 KiB pages; the malloc heap is \`[heap]\`).
 
-| process | main thread ms | other threads ms | V8 heap pages | malloc heap | other anonymous |
+| process | main thread ms | other threads ms | V8 heap: pages of 256 KiB (resident) | malloc heap | other anonymous |
 |---|---|---|---|---|---|
 ${whereRows.join('\n')}
 ${missed.length ? `\nTargets missed:\n${missed.map((l) => `- ${l}`).join('\n')}\n` : '\nEvery probe target of this section was met.\n'}
