@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, w
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MAX_NOTIFY_DATAGRAM } from '@vsockdiag/proto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { waitFor } from '../../test/support/wait.js';
 
 import { loadNative } from '../src/native.js';
@@ -140,6 +140,30 @@ describe('NotifyListener (real AF_UNIX datagram socket)', () => {
     expect(got.length + l.counters.dropped).toBe(41);
     expect(got.length).toBeLessThan(41);
     expect(got.at(-1)?.msg.status).toBe('last');
+  });
+
+  it('close() while paused leaves no resume timer behind', async () => {
+    // Only the listener's own timers are faked; the socket and the rate's clock stay real.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const sock = path.join(tmp(), 'notify');
+      const l = listen(sock, new NotifyRate(1, 1));
+      // Ten in a row: past the bucket of one whatever the machine's pace; the listener then
+      // reads no more until its (faked, never firing) resume, so it pauses exactly once.
+      await pySend(
+        sock,
+        Array.from({ length: 10 }, (_, i) => `STATUS=${i}`),
+      );
+      for (const end = Date.now() + 10_000; l.counters.pauses === 0 && Date.now() < end; ) {
+        await new Promise((r) => setImmediate(r));
+      }
+      expect(l.counters.pauses).toBe(1);
+      expect(vi.getTimerCount()).toBe(1); // the resume, NOTIFY_PAUSE_MS away
+      l.close();
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('accepts systemd-notify', async (ctx) => {
