@@ -18,16 +18,13 @@ export class SampleLoop {
   /** The first sample on the next turn of the event loop, after what is queued now (the
    *  hello's dial and write: the collector hears from a new probe as early as possible). */
   start(): void {
-    this.#replace(() => {
-      this.#immediate = setImmediate(() => this.#run());
-    });
+    this.#cancel();
+    if (!this.#stopped) this.#immediate = setImmediate(this.#run);
   }
 
   /** Sample as soon as possible, instead of when the pending sample was due. */
   soon(): void {
-    this.#replace(() => {
-      this.#timer = setTimeout(() => this.#run(), 0);
-    });
+    this.#after(0);
   }
 
   stop(): void {
@@ -35,20 +32,15 @@ export class SampleLoop {
     this.#cancel();
   }
 
-  #run(): void {
-    this.#timer = null;
-    this.#immediate = null;
+  #run = (): void => {
     if (this.#stopped) return;
     this.sample();
-    this.#replace(() => {
-      this.#timer = setTimeout(() => this.#run(), this.nextDelayMs());
-    });
-  }
+    this.#after(this.nextDelayMs());
+  };
 
-  #replace(schedule: () => void): void {
-    if (this.#stopped) return;
+  #after(ms: number): void {
     this.#cancel();
-    schedule();
+    if (!this.#stopped) this.#timer = setTimeout(this.#run, ms);
   }
 
   #cancel(): void {
