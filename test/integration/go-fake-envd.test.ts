@@ -225,7 +225,9 @@ describe('fake envd (stripped, Debian go1.19)', () => {
     const wall = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
     expect(r.goroutines).toBeGreaterThanOrEqual(10_000);
-    expect(turns).toBeGreaterThanOrEqual(3);
+    // At least one, not a count: the read yields by elapsed time (every YIELD_MS of work), so
+    // a faster machine gets fewer turns from the same read; the synchronous read got none.
+    expect(turns).toBeGreaterThanOrEqual(1);
     // Streamed: nothing left in the result; every chunk at most DUMP_CHUNK_BYTES, and a
     // handful of buffers reused for all of them.
     expect(r.chunks).toEqual([]);
