@@ -3,7 +3,8 @@
 // a heartbeat and one event a second. Then they stop sending; every event sent must be
 // acked (acks follow the store's commit), and for a sample of sandboxes the stored events
 // must be exactly 1..seq, no gap, no duplicate. The collector's RSS, sampled every few
-// seconds after a warm-up, must stay within ±10 % of its median.
+// seconds after a warm-up, must stay within 10 % above its median (a fall is memory handed
+// back, not growth: one run fell 24 % and was wrongly judged a failure).
 //
 // Bounded: sessions, duration and the clients' own lifetime (15 min); traffic on Unix
 // sockets and loopback HTTP only; every process started here is ended by pid.
@@ -105,7 +106,7 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
     const median = sorted[Math.floor(sorted.length / 2)] ?? 0;
     const min = sorted[0] ?? 0;
     const max = sorted[sorted.length - 1] ?? 0;
-    const flat = median > 0 && max <= median * 1.1 && min >= median * 0.9;
+    const notGrowing = median > 0 && max <= median * 1.1;
     return {
       sessions: opts.sessions,
       connected: conn.n,
@@ -117,7 +118,7 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
       duplicated,
       closed: stats.closed,
       rssMiB: { median: median / 1024, min: min / 1024, max: max / 1024, samples: samples.length },
-      held: conn.n === opts.sessions && unacked === 0 && lost === 0 && duplicated === 0 && stats.closed === 0 && flat,
+      held: conn.n === opts.sessions && unacked === 0 && lost === 0 && duplicated === 0 && stats.closed === 0 && notGrowing,
     };
   } finally {
     await clients?.stop();
