@@ -23,6 +23,7 @@
 //   {"op":"seqs"}                                    → {"op":"seqs","seqs":[[seq, acked] | null, …]}
 //       each client's last seq sent and highest ack (soak: nothing sent may be unacked)
 //   {"op":"quiet"}                                   → {"op":"quiet"}: the clients stop sending
+//   {"op":"resume"}                                  → {"op":"resume"}: they send again
 //   {"op":"stop"}                                    → closes everything and exits.
 //
 // Bounded: it exits by itself when stdin closes (the benchmark went away) or after
@@ -156,6 +157,9 @@ rl.on('line', (line) => {
     case 'quiet':
       quiet = true;
       return out({ op: 'quiet' });
+    case 'resume':
+      quiet = false;
+      return out({ op: 'resume' });
     case 'stop':
       return stop();
   }

@@ -35,10 +35,11 @@ export interface CollectorProcess {
 /**
  * Starts a collector. Without `dataDir` it gets a temporary one of its own, removed by stop()
  * (or at once if it fails to start); a given `dataDir` is the caller's and is kept.
- * `env` adds to this process's environment for the collector alone.
+ * `env` adds to this process's environment for the collector alone; `nodeArgs` go to node
+ * before the bundle (a preload, a V8 flag).
  */
 export async function startCollector(
-  opts: { dataDir?: string; args?: string[]; port?: number; env?: NodeJS.ProcessEnv } = {},
+  opts: { dataDir?: string; args?: string[]; port?: number; env?: NodeJS.ProcessEnv; nodeArgs?: string[] } = {},
 ): Promise<CollectorProcess> {
   requireBuilt();
   const owned = opts.dataDir === undefined;
@@ -46,11 +47,11 @@ export async function startCollector(
   const removeData = () => {
     if (owned) fs.rmSync(dataDir, { recursive: true, force: true });
   };
-  const proc = spawn(
-    process.execPath,
-    [COLLECTOR_BIN, 'collector', '--http', `127.0.0.1:${opts.port ?? 0}`, '--data', dataDir, ...(opts.args ?? [])],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, VSOCKDIAG_LOG_LEVEL: 'debug', ...opts.env } },
-  );
+  const command = [COLLECTOR_BIN, 'collector', '--http', `127.0.0.1:${opts.port ?? 0}`, '--data', dataDir, ...(opts.args ?? [])];
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...command], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, VSOCKDIAG_LOG_LEVEL: 'debug', ...opts.env },
+  });
   let log = '';
   proc.stderr!.setEncoding('utf8');
   proc.stderr!.on('data', (d: string) => (log += d));
