@@ -207,14 +207,16 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
         // Time this side spent not reading does not count against the peer: a throttle, and
         // a stall of this process's own event loop (the timer came late), during which the
         // hello may have been waiting unread.
-        const late = Date.now() - scheduledFor;
-        if (late > STALL_SLACK_MS) stalledMs += late;
-        let due = started + helloTimeoutMs + stalledMs + this.heldMs + (this.holdTimer ? Date.now() - this.holdStart : 0);
+        const now = Date.now();
+        const late = now - scheduledFor;
+        const stalled = late > STALL_SLACK_MS;
+        if (stalled) stalledMs += late;
+        let due = started + helloTimeoutMs + stalledMs + this.heldMs + (this.holdTimer ? now - this.holdStart : 0);
         // After a stall, the frames that came meanwhile are read after the timers run: look again then.
-        if (late > STALL_SLACK_MS) due = Math.max(due, Date.now() + STALL_SLACK_MS);
-        if (Date.now() < due) {
+        if (stalled) due = Math.max(due, now + STALL_SLACK_MS);
+        if (now < due) {
           scheduledFor = due;
-          this.helloTimer = setTimeout(check, due - Date.now());
+          this.helloTimer = setTimeout(check, due - now);
         } else this.fail(new ProtocolError('ERR_UNEXPECTED', `no ${awaited} within ${helloTimeoutMs} ms`));
       };
       this.helloTimer = setTimeout(check, helloTimeoutMs);
