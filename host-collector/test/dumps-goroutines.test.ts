@@ -258,6 +258,26 @@ describe('parseGoroutines: real Go 1.19 SIGQUIT dump of the fake envd (fixture)'
   });
 });
 
+describe('parseGoroutines: real Go 1.19 fatal error with a runtime stack (fixture)', () => {
+  // A stack overflow (debug.SetMaxStack(64 KiB), GOTRACEBACK=all): the runtime prints its own
+  // stack, "runtime stack:" and frames that belong to no goroutine, before the goroutines.
+  const text = readFixture('go1.19-stack-overflow.txt');
+  const dump = parseGoroutines(text);
+
+  it('passes over the runtime stack: its frames go to no goroutine and are not skipped lines', () => {
+    expect(dump.goroutines.map((g) => g.id)).toEqual([1, 2, 3, 4, 17]);
+    expect(dump.reason).toBe('fatal error: stack overflow');
+    const funcs = dump.goroutines.flatMap((g) => g.frames.map((f) => f.func));
+    expect(funcs).not.toContain('runtime.newstack');
+    expect(funcs).not.toContain('runtime.morestack');
+    const g1 = byId(dump.goroutines, 1);
+    expect(g1).toMatchObject({ state: 'running', elided: true });
+    expect(g1.frames[0]).toMatchObject({ func: 'main.down', file: '/tmp/so/main.go', line: 5 });
+    // The "runtime: …" lines above the fatal error are the runtime's preamble, known too.
+    expect(dump.skippedLines).toBe(0);
+  });
+});
+
 describe('parseGoroutines: newer formats (hand-written)', () => {
   const dump = parseGoroutines(NEWER);
 
