@@ -336,14 +336,6 @@ export function packageOf(func: string): string {
 }
 
 /** Parses "pkg.Func(args)" into func and args; undefined when the line is not a function line. */
-function parseFuncLine(line: string): { func: string; args: string } | undefined {
-  const open = funcLineOpen(line);
-  if (open < 0) return undefined;
-  const func = line.slice(0, open);
-  if (/\s/.test(func)) return undefined;
-  return { func, args: line.slice(open + 1, -1) };
-}
-
 /** Where the "(" of a function line's arguments is ("pkg.Func(args)"), or -1: the name is still to be checked for whitespace. */
 function funcLineOpen(line: string): number {
   if (line.length < 3 || line.charCodeAt(line.length - 1) !== 41 /* ) */) return -1;
@@ -594,7 +586,12 @@ function parseInto(dump: GoroutineDump, text: string): void {
         systemStack = true;
         continue;
       }
-      if (systemStack && parseFuncLine(line)) continue;
+      // The runtime's own stack (after a fatal error) belongs to no goroutine: its function
+      // lines are recognised and passed over, not counted as skipped.
+      if (systemStack) {
+        const open = funcLineOpen(line);
+        if (open >= 0 && names.func(line, open)) continue;
+      }
     }
 
     if (dump.reason === undefined && REASON_RE.test(line)) dump.reason = line.trim();
