@@ -105,6 +105,11 @@ export interface Liveness<Out> {
   idleTimeoutMs: number;
   /** Sent on a tick when nothing else went out since the last: any frame proves liveness. */
   heartbeat: () => Out;
+  /** The owner calls tick() at least every heartbeatMs and the connection keeps no timer of
+   *  its own: a process that wakes that often anyway (the probe's sample loop) then wakes
+   *  once a second instead of twice. A gap between the owner's ticks longer than
+   *  heartbeatMs is this side's own stall, as a late timer is. */
+  driven?: boolean;
 }
 
 /** A budget the peer's bytes and frames are charged to. Each spend answers how long to stop
@@ -221,7 +226,7 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
       };
       this.helloTimer = setTimeout(check, helloTimeoutMs);
     }
-    this.ticker = liveness ? setInterval(() => this.tick(liveness), liveness.heartbeatMs) : null;
+    this.ticker = liveness && !liveness.driven ? setInterval(() => this.checkLiveness(liveness), liveness.heartbeatMs) : null;
     if (role.hello) this.send(role.hello);
   }
 
@@ -337,7 +342,13 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
     this.role.onDrain?.();
   }
 
-  private tick(liveness: Liveness<Out>): void {
+  /** A liveness tick from the owner (Liveness.driven); nothing once closing. */
+  tick(): void {
+    const { liveness } = this.role;
+    if (liveness && (this.current === 'awaiting-hello' || this.current === 'open')) this.checkLiveness(liveness);
+  }
+
+  private checkLiveness(liveness: Liveness<Out>): void {
     const now = Date.now();
     // A tick that comes late means this process was stalled (a busy event loop, a starved
     // CPU): the peer's frames may be waiting unread, so that time is not the peer's silence.

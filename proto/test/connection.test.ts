@@ -584,6 +584,59 @@ describe('Connection: timers', () => {
     expect(sent()).toEqual([hello, { type: 'heartbeat', sinceBootMs: 7 }, { type: 'heartbeat', sinceBootMs: 7 }]);
   });
 
+  describe('driven by its owner (Liveness.driven)', () => {
+    const driven = { ...liveness, driven: true, heartbeat: () => ({ type: 'heartbeat', sinceBootMs: 7 }) as const };
+
+    it('keeps no timer and heartbeats only when ticked, and only when nothing else went out', () => {
+      const { socket, connection, sent } = probeSide({ liveness: driven });
+      expect(vi.getTimerCount()).toBe(0);
+      vi.advanceTimersByTime(3000);
+      expect(sent()).toEqual([hello]);
+      connection.tick();
+      expect(sent()).toEqual([hello, { type: 'heartbeat', sinceBootMs: 7 }]);
+      socket.emit('data', encodeMessage({ type: 'welcome', ack: 0, hostWallMs: 1 }));
+      // Ticks 200 ms apart (the probe's boot rate): one heartbeat a heartbeatMs, no more.
+      for (let i = 0; i < 10; i++) {
+        vi.advanceTimersByTime(200);
+        connection.tick();
+        socket.emit('data', encodeMessage({ type: 'heartbeat' }));
+      }
+      expect(sent().filter((m) => m.type === 'heartbeat')).toHaveLength(3);
+    });
+
+    it("goes idle on a tick after idleTimeoutMs of the peer's silence", () => {
+      const { socket, connection, closes } = probeSide({ liveness: driven });
+      socket.emit('data', encodeMessage({ type: 'welcome', ack: 0, hostWallMs: 1 }));
+      for (let i = 0; i < 5; i++) {
+        vi.advanceTimersByTime(1000);
+        connection.tick();
+      }
+      expect(closes).toEqual([]);
+      vi.advanceTimersByTime(1000);
+      connection.tick();
+      expect(closes).toEqual([expect.objectContaining({ code: 'ERR_IDLE', reason: 'no word from the collector for 5000 ms' })]);
+      // A tick after the close does nothing (the owner's loop may run on).
+      connection.tick();
+      expect(closes).toHaveLength(1);
+    });
+
+    it("a late tick is this side's stall, not the peer's silence", () => {
+      const { socket, connection, closes } = probeSide({ liveness: driven });
+      socket.emit('data', encodeMessage({ type: 'welcome', ack: 0, hostWallMs: 1 }));
+      vi.advanceTimersByTime(1000);
+      connection.tick();
+      // The owner's loop does not run for 8 s.
+      vi.advanceTimersByTime(8000);
+      connection.tick();
+      expect(closes).toEqual([]);
+      for (let i = 0; i < 4; i++) {
+        vi.advanceTimersByTime(1000);
+        connection.tick();
+      }
+      expect(closes).toEqual([expect.objectContaining({ code: 'ERR_IDLE' })]);
+    });
+  });
+
   it('stops every timer when it closes', () => {
     const { connection } = collectorSide({ helloTimeoutMs: 2000, liveness: { ...liveness, heartbeat: () => ({ type: 'heartbeat' }) } });
     expect(vi.getTimerCount()).toBe(2);
