@@ -42,6 +42,9 @@ export interface LinkOptions {
   log: (level: 'info' | 'warn', message: string) => void;
   heartbeatMs?: number;
   idleTimeoutMs?: number;
+  /** The owner calls tick() at least every heartbeatMs, and the session keeps no liveness
+   *  timer of its own (see Liveness.driven). */
+  drivenLiveness?: boolean;
   connectTimeoutMs?: number;
   backoff?: Backoff;
   /** Dial errors that will not go away by retrying soon (e.g. no vsock in this kernel).
@@ -102,6 +105,13 @@ export class Link extends EventEmitter {
       this.flushQueued = false;
       this.sendPending();
     });
+  }
+
+  /** The owner's liveness tick (drivenLiveness). It runs after what this turn of the event
+   *  loop queued for sending (flush's setImmediate comes first), so a heartbeat goes out only
+   *  when nothing else did. */
+  tick(): void {
+    setImmediate(() => this.connection?.tick());
   }
 
   /** Resolves true once `seq` is acked, false after `timeoutMs`. */
@@ -174,6 +184,7 @@ export class Link extends EventEmitter {
           heartbeatMs: this.heartbeatMs,
           idleTimeoutMs: this.idleTimeoutMs,
           heartbeat: () => ({ type: 'heartbeat', sinceBootMs: this.opts.sinceBootMs() }),
+          driven: this.opts.drivenLiveness ?? false,
         },
         onMessage: (m) => this.handle(connection, m),
         onDrain: () => {

@@ -10,6 +10,7 @@ import type net from 'node:net';
 import path from 'node:path';
 import {
   CLOCK_SLACK_MS,
+  HEARTBEAT_INTERVAL_MS,
   MAX_NOTIFY_DATAGRAM,
   MAX_TEXT,
   PROTOCOL_VERSION,
@@ -138,8 +139,14 @@ export class Probe {
       ...(this.health ? [this.health] : []),
       { tick: () => this.keyframe() },
     ];
+    // The sample loop beats at least once a heartbeat unless told to sample more slowly:
+    // then it drives the session's liveness too, one wake-up a second instead of two.
+    const drivenLiveness = Math.max(config.intervalMs, config.bootIntervalMs) <= HEARTBEAT_INTERVAL_MS;
     this.loop = new SampleLoop(
-      () => this.sample(),
+      () => {
+        this.sample();
+        if (drivenLiveness) this.link.tick();
+      },
       () => (this.settled ? config.intervalMs : config.bootIntervalMs),
     );
     this.link = new Link({
@@ -150,6 +157,7 @@ export class Probe {
       sinceBootMs: () => this.clock.sinceBootMs(),
       onLost: () => uevents?.poll(),
       log,
+      drivenLiveness,
       // Only vsock has errors that retrying soon will not fix; a missing Unix socket file
       // just means the collector is not there yet.
       ...(parseAddress(config.connect).kind === 'vsock' ? { isFatal: (err: unknown) => !isRetryable(err) } : {}),

@@ -510,6 +510,23 @@ describe('Link: reconnects', () => {
     }
   });
 
+  it("with drivenLiveness, heartbeats come from the owner's ticks and from no timer of its own", async () => {
+    const ring = new EventRing();
+    collector.behaviour = (s, m) => {
+      if (m.type === 'hello') s.send({ type: 'welcome', ack: 0, hostWallMs: Date.now() });
+    };
+    const l = startLink(ring, { heartbeatMs: 50, idleTimeoutMs: 60_000, drivenLiveness: true });
+    await waitFor('welcome', () => l.connected);
+    // Six heartbeat periods without a tick: nothing goes out.
+    await sleep(300);
+    const s = collector.sessions[0]!;
+    expect(s.of('heartbeat')).toEqual([]);
+    // heartbeatMs minus the tick slack is 0 here: each tick sends one.
+    for (let i = 0; i < 3; i++) l.tick();
+    await waitFor('three heartbeats', () => s.of('heartbeat').length === 3);
+    expect(s.of('heartbeat')[0]).toEqual({ type: 'heartbeat', sinceBootMs: 1234 });
+  });
+
   it('also gives up when the collector never answers hello', async () => {
     const ring = new EventRing();
     collector.behaviour = () => {};
