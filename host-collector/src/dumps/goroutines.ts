@@ -335,7 +335,6 @@ export function packageOf(func: string): string {
   return pkg.includes('%') ? pkg.replace(/%2e/gi, '.') : pkg;
 }
 
-/** Parses "pkg.Func(args)" into func and args; undefined when the line is not a function line. */
 /** Where the "(" of a function line's arguments is ("pkg.Func(args)"), or -1: the name is still to be checked for whitespace. */
 function funcLineOpen(line: string): number {
   if (line.length < 3 || line.charCodeAt(line.length - 1) !== 41 /* ) */) return -1;
