@@ -28,9 +28,14 @@ export function heapAfterGc(dir: string): HeapAfterGc {
       const before = readings().length;
       proc.kill('SIGUSR2');
       // A full GC of a few hundred MiB takes well under a second; a loaded machine gets 30.
-      const after = await waitFor('the heap after a full GC', () => (readings().length > before ? readings() : null), {
-        timeoutMs: 30_000,
-      });
+      const after = await waitFor(
+        'the heap after a full GC',
+        () => {
+          const now = readings();
+          return now.length > before ? now : null;
+        },
+        { timeoutMs: 30_000 },
+      );
       return Number(after[after.length - 1]);
     },
   };
