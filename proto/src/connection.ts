@@ -157,6 +157,9 @@ export interface ConnectionRole<In extends { type: string }, Out, T extends In['
   admits: Admits<T>;
   /** This side speaks first: sent as the connection starts (the probe's hello). */
   hello?: Out;
+  /** This side spoke first before the connection took the socket: its hello went out on the
+   *  raw fd (the probe writes it before node:net loads). Counts as `hello` for liveness. */
+  greeted?: boolean;
   /** Close with ERR_UNEXPECTED when still awaiting hello after this long. */
   helloTimeoutMs?: number;
   /** Heartbeats and the idle timeout; without it the connection lives until either end closes.
@@ -228,6 +231,7 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
     }
     this.ticker = liveness && !liveness.driven ? setInterval(() => this.checkLiveness(liveness), liveness.heartbeatMs) : null;
     if (role.hello) this.send(role.hello);
+    else if (role.greeted) this.lastTx = Date.now();
   }
 
   get state(): ConnectionState {
@@ -361,7 +365,8 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
       this.fail(new ProtocolError('ERR_IDLE', `no word from the ${this.role.peer} for ${liveness.idleTimeoutMs} ms`));
       return;
     }
-    const heard = this.current === 'open' || (this.current === 'awaiting-hello' && this.role.hello !== undefined);
+    const heard =
+      this.current === 'open' || (this.current === 'awaiting-hello' && (this.role.hello !== undefined || this.role.greeted === true));
     if (heard && now - this.lastTx >= liveness.heartbeatMs - TICK_SLACK_MS) this.send(liveness.heartbeat());
   }
 

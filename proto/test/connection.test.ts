@@ -584,6 +584,23 @@ describe('Connection: timers', () => {
     expect(sent()).toEqual([hello, { type: 'heartbeat', sinceBootMs: 7 }, { type: 'heartbeat', sinceBootMs: 7 }]);
   });
 
+  it('a side whose hello went out on the raw socket (greeted) heartbeats like one that sent it', () => {
+    const { sent } = probeSide({
+      hello: undefined,
+      greeted: true,
+      liveness: { ...liveness, heartbeat: () => ({ type: 'heartbeat', sinceBootMs: 7 }) },
+    });
+    // Nothing is sent as it starts: the hello is already out.
+    expect(sent()).toEqual([]);
+    vi.advanceTimersByTime(999);
+    expect(sent()).toEqual([]);
+    vi.advanceTimersByTime(1001);
+    expect(sent()).toEqual([
+      { type: 'heartbeat', sinceBootMs: 7 },
+      { type: 'heartbeat', sinceBootMs: 7 },
+    ]);
+  });
+
   describe('driven by its owner (Liveness.driven)', () => {
     const driven = { ...liveness, driven: true, heartbeat: () => ({ type: 'heartbeat', sinceBootMs: 7 }) as const };
 
