@@ -3,11 +3,19 @@
 // tcp come from Node itself; vsock needs the guest's native addon, which registers itself
 // with useVsockBackend() (the collector never needs vsock: on the host, Firecracker's
 // vsock *is* a Unix socket).
+//
+// node:net is required on first use, not when this module loads: loading it (and the
+// streams under it) is a few milliseconds of the probe's start-up, and the probe writes its
+// first hello on a raw fd before it needs net at all (guest-probe/src/dial.ts).
 
 import fs from 'node:fs';
-import net from 'node:net';
+import { createRequire } from 'node:module';
+import type net from 'node:net';
 import { formatAddress, parseAddress, type Address } from './address.js';
 import type { AddressErrorCode } from './codes.js';
+
+const require = createRequire(import.meta.url);
+const nodeNet = (): typeof net => require('node:net') as typeof net;
 
 export interface VsockBackend {
   dial(cid: number, port: number, timeoutMs: number): Promise<net.Socket>;
@@ -38,7 +46,7 @@ export function dial(address: Address | string, opts: { timeoutMs?: number } = {
   const timeoutMs = opts.timeoutMs ?? 3000;
   if (a.kind === 'vsock') return needVsock(a).dial(a.cid, a.port, timeoutMs);
   return new Promise((resolve, reject) => {
-    const socket = a.kind === 'unix' ? net.connect({ path: a.path }) : net.connect({ host: a.host, port: a.port });
+    const socket = a.kind === 'unix' ? nodeNet().connect({ path: a.path }) : nodeNet().connect({ host: a.host, port: a.port });
     const timer = setTimeout(() => {
       const err = new Error(`connect to ${formatAddress(a)} timed out after ${timeoutMs} ms`);
       (err as NodeJS.ErrnoException).code = 'ETIMEDOUT';
@@ -81,7 +89,7 @@ export async function listen(
 ): Promise<net.Server> {
   const a = toAddress(address);
   if (a.kind === 'vsock') return needVsock(a).listen(a.cid, a.port, onConnection);
-  const server = net.createServer(onConnection);
+  const server = nodeNet().createServer(onConnection);
   const bind = () =>
     new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -131,7 +139,7 @@ async function removeStaleSocket(path: string, inUse: Error): Promise<void> {
 /** Is something accepting connections on this Unix socket path? */
 function isLive(path: string): Promise<boolean> {
   return new Promise((resolve) => {
-    const probe = net.connect({ path });
+    const probe = nodeNet().connect({ path });
     probe.once('connect', () => {
       probe.destroy();
       resolve(true);

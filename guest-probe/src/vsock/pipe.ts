@@ -12,9 +12,13 @@
 //
 // Ownership: on success the fd belongs to the returned object (closed by destroy()/close());
 // if these functions throw, the fd is still the caller's to close (closeFd).
+//
+// node:net is required on first use: the probe's first hello goes out on the raw fd before
+// it is loaded (src/dial.ts).
 
-import net from 'node:net';
+import type net from 'node:net';
 import util from 'node:util';
+import { net as nodeNet } from '../lazy-builtins.js';
 
 /** The parts of Node's internal PipeWrap we use. */
 interface PipeHandle {
@@ -75,7 +79,7 @@ export interface SocketFromFdOptions {
 export function socketFromFd(fd: number, opts: SocketFromFdOptions = {}): net.Socket {
   const handle = openPipe(fd, 'SOCKET');
   // `handle` is the option Node's own net.Server uses for accepted connections.
-  return new net.Socket({
+  return new (nodeNet().Socket)({
     handle,
     readable: true,
     writable: true,
@@ -98,7 +102,7 @@ interface ServerInternals {
 
 /** Is the private net.Server hook serverFromFd relies on still there? */
 export function serverHookPresent(): boolean {
-  return typeof (net.Server.prototype as unknown as ServerInternals)._listen2 === 'function';
+  return typeof (nodeNet().Server.prototype as unknown as ServerInternals)._listen2 === 'function';
 }
 
 /**
@@ -121,7 +125,7 @@ export function serverHookPresent(): boolean {
 export function serverFromFd(fd: number, onConnection: (socket: net.Socket) => void, opts: ServerFromFdOptions = {}): net.Server {
   if (!serverHookPresent()) throw new Error('net.Server.prototype._listen2 is missing in this Node version');
   const handle = openPipe(fd, 'SERVER');
-  const server = net.createServer({ allowHalfOpen: opts.allowHalfOpen ?? false }, onConnection);
+  const server = nodeNet().createServer({ allowHalfOpen: opts.allowHalfOpen ?? false }, onConnection);
   const internals = server as unknown as ServerInternals;
   internals._handle = handle;
   internals._listen2!(null, -1, -1, opts.backlog);
