@@ -1,5 +1,5 @@
-// The probe's link to the collector: dial, hello, replay what the collector has not
-// acked, stream new events, answer commands, heartbeat. Any failure (a dial error, a
+// The probe's link to the collector: dial and hello (the hello on the raw socket, dial.ts),
+// replay what the collector has not acked, stream new events, answer commands, heartbeat. Any failure (a dial error, a
 // socket error, a protocol error, or silence past the idle timeout, which is how a
 // snapshot's transport reset can look) ends the session; the next attempt uses a fresh
 // socket after a jittered backoff.
@@ -13,7 +13,7 @@ import {
   MAX_EVENTS_PER_BATCH,
   ProtocolError,
   decodeCollectorMessage,
-  dial,
+  encodeMessage,
   type CollectorMessage,
   type CollectorMessageOf,
   type Hello,
@@ -21,6 +21,7 @@ import {
 } from '@vsockdiag/proto';
 import { Backoff } from './backoff.js';
 import { channelFor, runCommand, type CommandHandler } from './commands.js';
+import { collectorDialer, type CollectorDialer } from './dial.js';
 import type { EventRing } from './ring.js';
 
 /** What a collector may send: the welcome (its answer to our hello) first, then the rest. */
@@ -46,6 +47,8 @@ export interface LinkOptions {
    *  timer of its own (see Liveness.driven). */
   drivenLiveness?: boolean;
   connectTimeoutMs?: number;
+  /** How each session connects and sends its hello; collectorDialer(address) by default. */
+  dial?: CollectorDialer;
   backoff?: Backoff;
   /** Dial errors that will not go away by retrying soon (e.g. no vsock in this kernel).
    *  They are retried only every FATAL_RETRY_MS, and said loudly once. */
@@ -72,12 +75,22 @@ export class Link extends EventEmitter {
   private waitingDrain = false;
   private stopped = false;
   private wake: (() => void) | null = null;
+  /** Settles once the first attempt is over: its hello written, or the attempt failed.
+   *  Start-up work that would load node:net waits for it (Probe.start), so that it does not
+   *  hold up the first hello. */
+  readonly firstAttempt: Promise<void>;
+  private attempted!: () => void;
+  private readonly dial: CollectorDialer;
   private readonly backoff: Backoff;
   private readonly heartbeatMs: number;
   private readonly idleTimeoutMs: number;
 
   constructor(private readonly opts: LinkOptions) {
     super();
+    this.firstAttempt = new Promise((resolve) => {
+      this.attempted = resolve;
+    });
+    this.dial = opts.dial ?? collectorDialer(opts.address);
     this.backoff = opts.backoff ?? new Backoff();
     this.heartbeatMs = opts.heartbeatMs ?? HEARTBEAT_INTERVAL_MS;
     this.idleTimeoutMs = opts.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
@@ -140,15 +153,19 @@ export class Link extends EventEmitter {
     while (!this.stopped) {
       let delay: number | null = null;
       try {
-        const socket = await dial(this.opts.address, { timeoutMs: this.opts.connectTimeoutMs ?? 3000 });
+        const socket = await this.dial(this.opts.connectTimeoutMs ?? 3000, () => {
+          this.generation++;
+          return encodeMessage({ type: 'hello', ...this.opts.hello(this.generation) });
+        });
+        this.attempted();
         if (this.stopped) {
           socket.destroy();
           break;
         }
-        this.generation++;
         await this.session(socket);
       } catch (err) {
-        const message = `connect ${this.opts.address}: ${(err as Error).message}`;
+        this.attempted();
+        const message = `connect ${this.opts.address}: ${describeError(err)}`;
         if (this.opts.isFatal?.(err)) {
           if (message !== fatalSaid) this.opts.log('warn', `${message} (not a passing error; retrying every ${FATAL_RETRY_MS / 1000} s)`);
           fatalSaid = message;
@@ -179,7 +196,7 @@ export class Link extends EventEmitter {
         peer: 'collector',
         decode: decodeCollectorMessage,
         admits: ADMITS,
-        hello: { type: 'hello', ...this.opts.hello(this.generation) },
+        greeted: true,
         liveness: {
           heartbeatMs: this.heartbeatMs,
           idleTimeoutMs: this.idleTimeoutMs,
@@ -252,4 +269,12 @@ export class Link extends EventEmitter {
       if (!connection.send({ type: 'events', events })) this.waitingDrain = true;
     }
   }
+}
+
+/** An error's message with its errno name when the message does not say it: the addon's
+ *  say "No such file or directory", net's "connect ENOENT /path". */
+function describeError(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && !message.includes(code) ? `${message} (${code})` : message;
 }

@@ -3,7 +3,7 @@
 import { parseAddress } from '@vsockdiag/proto';
 import { ConfigError, formatConfig, parseArgs, usage, type ProbeConfig } from './config.js';
 import { PROBE_VERSION, Probe } from './probe.js';
-import { enableVsock } from './vsock/index.js';
+import { enableVsock, vsockUsable } from './vsock/index.js';
 
 function log(level: 'info' | 'warn', message: string): void {
   process.stderr.write(`vsockdiag-probe: ${level === 'warn' ? 'warning: ' : ''}${message}\n`);
@@ -25,7 +25,7 @@ export async function main(argv: string[]): Promise<void> {
   if (parsed.action === 'version') return void process.stdout.write(`${PROBE_VERSION}\n`);
   if (parsed.action === 'print-config') return void process.stdout.write(formatConfig(parsed.config));
 
-  await prepareVsock(parsed.config);
+  const vsock = prepareVsock(parsed.config);
   const probe = new Probe(parsed.config, log);
   if (!parsed.config.command.length) {
     // Not wrapping: a stop request is for the probe itself.
@@ -37,18 +37,20 @@ export async function main(argv: string[]): Promise<void> {
     }
   }
   await probe.start();
+  if (vsock) await requireVsock(parsed.config);
 }
 
 /**
- * vsock needs the addon and a working Pipe handle. The collector address is the probe's
- * reason to live: if it is vsock and vsock cannot work, say why and exit non-zero rather
- * than misbehave. A vsock command port alone is optional: warn and carry on without it.
+ * vsock needs the addon. The collector address is the probe's reason to live: if it is vsock
+ * and the addon does not load, say why and exit non-zero rather than misbehave. A vsock
+ * command port alone is optional: warn and carry on without it. True when vsock is in use.
  */
-async function prepareVsock(config: ProbeConfig): Promise<void> {
+function prepareVsock(config: ProbeConfig): boolean {
   const usesVsock = (a: string | null) => a !== null && parseAddress(a).kind === 'vsock';
-  if (!usesVsock(config.connect) && !usesVsock(config.listen)) return;
+  if (!usesVsock(config.connect) && !usesVsock(config.listen)) return false;
   try {
-    await enableVsock();
+    enableVsock();
+    return true;
   } catch (err) {
     const why = (err as Error).message;
     if (usesVsock(config.connect)) {
@@ -57,5 +59,22 @@ async function prepareVsock(config: ProbeConfig): Promise<void> {
     }
     log('warn', `command port ${config.listen} disabled: cannot use vsock: ${why}`);
     config.listen = null;
+    return false;
+  }
+}
+
+/**
+ * The Pipe handle's self-test (vsock/index.ts), run by the first vsock connection once its
+ * hello is out (or now, if none got that far): over a collector address on vsock, a Node
+ * whose handle misbehaves is no use, so the probe exits 1 with the reason. (A command port
+ * that could not open has said so itself.)
+ */
+async function requireVsock(config: ProbeConfig): Promise<void> {
+  if (parseAddress(config.connect).kind !== 'vsock') return;
+  try {
+    await vsockUsable();
+  } catch (err) {
+    process.stderr.write(`vsockdiag-probe: cannot use vsock (${config.connect}): ${(err as Error).message}\n`);
+    process.exit(1);
   }
 }

@@ -89,6 +89,8 @@ export class Probe {
   private journalTracebackEnds = 0;
   private lastKeyframe = Date.now();
   private commandServer: net.Server | null = null;
+  /** stop() was called: start() opens nothing more after its wait for the first hello. */
+  private stopped = false;
   private readonly loop: SampleLoop;
   private oversizeReported = 0;
   /** A notify flood past NOTIFY_EVENTS_PER_SEC: the pauses and drops said so far. */
@@ -189,8 +191,17 @@ export class Probe {
     this.link.flush();
   }
 
+  /** Resolves once everything is started. The first hello goes out before anything that
+   *  loads node:net (the command port) or spawns (the journal): the collector hears of this
+   *  VM first. The notify socket comes first of all (envd may start right after the probe),
+   *  and a wrapped target is started before the link, whatever the link's first attempt does. */
   async start(): Promise<void> {
     this.openNotifySocket();
+    if (this.config.command.length) this.wrap();
+    this.link.start();
+    this.loop.start();
+    await this.link.firstAttempt;
+    if (this.stopped) return;
     await this.openCommandPort();
     if (this.config.journalUnit) {
       const out = this.sigquit.tee(this.logs.input('journal'));
@@ -205,12 +216,10 @@ export class Probe {
         { toBootMs: (us) => this.clock.fromMonotonicUs(us) },
       );
     }
-    if (this.config.command.length) this.wrap();
-    this.link.start();
-    this.loop.start();
   }
 
   stop(): void {
+    this.stopped = true;
     this.loop.stop();
     this.notify?.close();
     this.kmsg?.close();

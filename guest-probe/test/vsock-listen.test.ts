@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { listen, useVsockBackend } from '@vsockdiag/proto';
 import { loadNative } from '../src/native.js';
 import { createVsockBackend } from '../src/vsock/backend.js';
-import { enableVsock } from '../src/vsock/index.js';
+import { enableVsock, vsockUsable } from '../src/vsock/index.js';
 import { serverFromFd } from '../src/vsock/pipe.js';
 
 const CID_ANY = 0xffffffff;
@@ -101,7 +101,7 @@ describe.skipIf(!hasVsock)('vsock, listen only', () => {
   });
 
   it('backend.listen binds once and its server closes cleanly; the port can be listened on again', async () => {
-    const backend = createVsockBackend(addon);
+    const backend = createVsockBackend(addon, () => vsockUsable(addon));
     const { port, fd } = listenOnRandomPort();
     addon.closeFd(fd); // just to pick a free port
     const server = await backend.listen(CID_ANY, port, () => {});
@@ -116,7 +116,7 @@ describe.skipIf(!hasVsock)('vsock, listen only', () => {
     const { port, fd } = listenOnRandomPort();
     addon.closeFd(fd);
     try {
-      await enableVsock();
+      enableVsock();
       const server = await listen(`vsock:any:${port}`, () => {});
       expect(server.listening).toBe(true);
       expect(() => addon.vsockListen(CID_ANY, port, 1)).toThrow(expect.objectContaining({ code: 'EADDRINUSE' }));

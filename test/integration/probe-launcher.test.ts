@@ -36,13 +36,24 @@ function version(file = 'vsockdiag-probe.js'): { status: number | null; stdout: 
 }
 
 /** Starts the probe against a Unix socket here and resolves its first message (the hello). */
-async function firstMessage(): Promise<{ type: string }> {
+async function firstMessage(nodeArgs: string[] = []): Promise<{ type: string }> {
   const sock = path.join(dir, 'collector.sock');
   const server = net.createServer();
   await new Promise<void>((r) => server.listen(sock, r));
   const probe = spawn(
     process.execPath,
-    [path.join(dir, 'vsockdiag-probe.js'), '--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off'],
+    [
+      ...nodeArgs,
+      path.join(dir, 'vsockdiag-probe.js'),
+      '--connect',
+      `unix:${sock}`,
+      '--listen',
+      'off',
+      '--notify-socket',
+      'off',
+      '--kmsg',
+      'off',
+    ],
     { stdio: 'ignore' },
   );
   try {
@@ -87,6 +98,42 @@ it('starts without a cache, and with a corrupt one, and still says hello', async
   fs.writeFileSync(cacheFile(), Buffer.from(`VDC1${addon.checksum(Buffer.from('nonsense'))}nonsense`, 'latin1'));
   expect(version().stderr).toContain('code cache rejected');
   expect((await firstMessage()).type).toBe('hello');
+});
+
+// The probe's start-up ends at its hello (the collector's first word of a booting VM): Node's
+// modules the probe needs only later are loaded after it. Seen from inside, with a preload
+// that notes which of Node's modules are loaded when the first write(2) to a socket happens.
+const LATER = ['net', 'stream', 'child_process', 'http'];
+
+/** A preload for the probe, and the file it writes when the probe first writes to a socket. */
+function loadedModulesPreload(): { file: string; result: string } {
+  const file = path.join(dir, 'loaded.cjs');
+  const result = path.join(dir, 'loaded.json');
+  fs.writeFileSync(
+    file,
+    `const fs = require('node:fs');
+const loaded = () => process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13));
+const writeSync = fs.writeSync;
+let noted = false;
+fs.writeSync = function (fd, ...rest) {
+  if (!noted && fs.fstatSync(fd).isSocket()) {
+    noted = true;
+    fs.writeFileSync(${JSON.stringify(result)}, JSON.stringify({ at: 'first socket write', loaded: loaded() }));
+  }
+  return writeSync.call(this, fd, ...rest);
+};
+`,
+  );
+  return { file, result };
+}
+
+it('writes its hello on the raw socket before it loads node:net or streams', async () => {
+  const { file, result } = loadedModulesPreload();
+  expect((await firstMessage(['--require', file])).type).toBe('hello');
+  const seen = JSON.parse(fs.readFileSync(result, 'utf8')) as { at: string; loaded: string[] };
+  expect(seen.at).toBe('first socket write');
+  expect(seen.loaded).toContain('fs');
+  expect(seen.loaded.filter((m) => LATER.includes(m))).toEqual([]);
 });
 
 it('rejects a cache made for another bundle (a rebuild without a new cache)', () => {

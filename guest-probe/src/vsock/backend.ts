@@ -4,20 +4,25 @@
 import { once } from 'node:events';
 import type net from 'node:net';
 import type { VsockBackend } from '@vsockdiag/proto';
-import { loadNative, type NativeAddon } from '../native.js';
+import type { NativeAddon } from '../native.js';
 import { serverFromFd, socketFromFd } from './pipe.js';
 
 /** Pending-connection queue for vsock listeners (the kernel caps it at somaxconn). */
 const LISTEN_BACKLOG = 128;
 
-export function createVsockBackend(addon: NativeAddon = loadNative()): VsockBackend {
+/** poll()'s timeout for a connect: an integer ms count, rounded up so 0.5 ms is not "no wait". */
+export function timeoutForPoll(timeoutMs: number): number {
+  return Math.min(Math.max(Math.ceil(timeoutMs), 0), 0x7fffffff);
+}
+
+/** `usable` resolves once the Pipe handle is known to work (vsockUsable); no fd is wrapped before. */
+export function createVsockBackend(addon: NativeAddon, usable: () => Promise<void>): VsockBackend {
   return {
     /** A fresh socket for every call: after a failed vsock connect the old fd is not reused. */
     async dial(cid: number, port: number, timeoutMs: number): Promise<net.Socket> {
-      // The C side wants an integer ms count for poll(); round up so 0.5 ms is not "no wait".
-      const timeout = Math.min(Math.max(Math.ceil(timeoutMs), 0), 0x7fffffff);
-      const fd = await addon.vsockConnect(cid, port, timeout);
+      const fd = await addon.vsockConnect(cid, port, timeoutForPoll(timeoutMs));
       try {
+        await usable();
         return socketFromFd(fd);
       } catch (err) {
         addon.closeFd(fd);
@@ -27,6 +32,7 @@ export function createVsockBackend(addon: NativeAddon = loadNative()): VsockBack
 
     /** Binds once; the listener survives vsock transport resets, so keep it for the process lifetime. */
     async listen(cid: number, port: number, onConnection: (socket: net.Socket) => void): Promise<net.Server> {
+      await usable();
       const fd = addon.vsockListen(cid, port, LISTEN_BACKLOG);
       let server: net.Server;
       try {
