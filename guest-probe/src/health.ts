@@ -6,6 +6,7 @@
 
 import type { EventBody } from '@vsockdiag/proto';
 import * as lazy from './lazy-builtins.js';
+import { monotonicMs } from './clock.js';
 
 export const HEALTH_TIMEOUT_MS = 2000;
 const EVERY_FAILING_MS = 1000;
@@ -62,8 +63,8 @@ export class HealthChecker {
   }
 
   private check(): Promise<Outcome> {
-    const started = performance.now();
-    const latency = () => Math.round((performance.now() - started) * 100) / 100;
+    const started = monotonicMs();
+    const latency = () => Math.round((monotonicMs() - started) * 100) / 100;
     return new Promise((resolve) => {
       const req = lazy.http().get(this.opts.url, { agent: false, timeout: HEALTH_TIMEOUT_MS }, (res) => {
         res.resume(); // drain and discard the body

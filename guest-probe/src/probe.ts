@@ -49,6 +49,7 @@ import { TargetWatcher } from './target.js';
 import { isRetryable } from './vsock/index.js';
 import * as lazy from './lazy-builtins.js';
 import { exitStatusOf, flushOutput, spawnTarget } from './wrap.js';
+import { monotonicMs } from './clock.js';
 
 export const PROBE_VERSION = '0.1.0';
 export const KEYFRAME_EVERY_MS = 60_000;
@@ -329,9 +330,9 @@ export class Probe {
     return gone.then(
       () =>
         new Promise<void>((resolve) => {
-          const started = performance.now();
+          const started = monotonicMs();
           const timer = setInterval(() => {
-            if (signal.aborted || this.journalTracebackEnds > ends || performance.now() - started > JOURNAL_LAG_MAX_MS) {
+            if (signal.aborted || this.journalTracebackEnds > ends || monotonicMs() - started > JOURNAL_LAG_MAX_MS) {
               clearInterval(timer);
               resolve();
             }
@@ -474,7 +475,7 @@ function everyMs(ms: number, work: () => void): { tick(): void } {
   let last = Number.NEGATIVE_INFINITY;
   return {
     tick() {
-      const now = performance.now();
+      const now = monotonicMs();
       if (now - last < ms) return;
       last = now;
       work();

@@ -8,6 +8,7 @@
 import type { EventBody } from '@vsockdiag/proto';
 import type { SocketCensus } from './diag.js';
 import { readSockstat } from './proc/index.js';
+import { monotonicMs } from './clock.js';
 
 /** A census at least this often when nothing changes; sooner when the totals jump. */
 export const CENSUS_EVERY_MS = 30_000;
@@ -36,7 +37,7 @@ export interface SocketWatcherOptions {
   census: ((top: number) => SocketCensus) | null;
   /** Guest time (ms since boot) to stamp a census with. */
   sinceBootMs: () => number;
-  /** Monotonic ms (performance.now by default): the periods, and what a census cost. */
+  /** Monotonic ms (monotonicMs by default): the periods, and what a census cost. */
   now?: () => number;
 }
 
@@ -50,7 +51,7 @@ export class SocketWatcher {
   private readonly now: () => number;
 
   constructor(private readonly opts: SocketWatcherOptions) {
-    this.now = opts.now ?? (() => performance.now());
+    this.now = opts.now ?? (() => monotonicMs());
   }
 
   tick(): void {

@@ -7,6 +7,7 @@
 
 import type { EventBody } from '@vsockdiag/proto';
 import { readBootId, readLoadAvg, readMemInfo, readUptimeMs } from './proc/index.js';
+import { monotonicMs } from './clock.js';
 
 export type SystemEvent = Extract<EventBody, { kind: 'system' }>;
 
@@ -51,7 +52,7 @@ export class SystemSampler {
 
   constructor(private readonly opts: SystemSamplerOptions) {
     this.everyMs = opts.everyMs ?? SYSTEM_EVERY_MS;
-    this.now = opts.now ?? (() => performance.now());
+    this.now = opts.now ?? (() => monotonicMs());
     this.wallNow = opts.wallNow ?? Date.now;
   }
 

@@ -13,6 +13,7 @@ import {
   readPidStat,
   readProcFile,
 } from './proc/index.js';
+import { monotonicMs } from './clock.js';
 
 const MS_PER_TICK = 1000 / CLOCK_TICKS;
 /** A sample is sent when process facts change, and at least this often while nothing does. */
@@ -119,9 +120,9 @@ export class TargetWatcher {
     if (now - this.lastFind < every) return;
     this.lastFind = now;
     const { procRoot, pidFile, name } = this.opts;
-    const started = performance.now();
+    const started = monotonicMs();
     const pid = pidFile ? readPidFile(pidFile) : findProcessByName(name, procRoot);
-    this.findCostMs = performance.now() - started;
+    this.findCostMs = monotonicMs() - started;
     if (pid !== null) this.adopt(pid);
   }
 

@@ -103,7 +103,7 @@ it('starts without a cache, and with a corrupt one, and still says hello', async
 // The probe's start-up ends at its hello (the collector's first word of a booting VM): Node's
 // modules the probe needs only later are loaded after it. Seen from inside, with a preload
 // that notes which of Node's modules are loaded when the first write(2) to a socket happens.
-const LATER = ['net', 'stream', 'child_process', 'http'];
+const LATER = ['net', 'stream', 'perf_hooks', 'child_process', 'http'];
 
 /** A preload for the probe, and the file it writes when the probe first writes to a socket. */
 function loadedModulesPreload(): { file: string; result: string } {
@@ -127,7 +127,7 @@ fs.writeSync = function (fd, ...rest) {
   return { file, result };
 }
 
-it('writes its hello on the raw socket before it loads node:net or streams', async () => {
+it('writes its hello on the raw socket before it loads node:net, streams or perf_hooks', async () => {
   const { file, result } = loadedModulesPreload();
   expect((await firstMessage(['--require', file])).type).toBe('hello');
   const seen = JSON.parse(fs.readFileSync(result, 'utf8')) as { at: string; loaded: string[] };

@@ -18,6 +18,7 @@
 
 import type { ChildProcess } from 'node:child_process';
 import * as lazy from '../lazy-builtins.js';
+import { monotonicMs } from '../clock.js';
 
 /** One JSON line longer than this is not an entry we can use (journald's LineMax is 48 KiB
  *  per message; --all prints it whole): it is skipped and counted. */
@@ -51,9 +52,9 @@ export interface JournalFollowerCounters {
   bad: number;
 }
 
-/** CLOCK_MONOTONIC (µs) when this process started: performance.now() counts from there. */
+/** CLOCK_MONOTONIC (µs) when this process started (process.uptime() counts from there). */
 export function processStartMonotonicUs(): number {
-  return Number(process.hrtime.bigint() / 1000n) - Math.round(performance.now() * 1000);
+  return Number(process.hrtime.bigint() / 1000n) - Math.round(process.uptime() * 1e6);
 }
 
 const NEWLINE = 0x0a;
@@ -133,7 +134,7 @@ export class JournalFollower {
     this.child = child;
     this.counters.starts++;
     this.resetLine();
-    const startedAt = performance.now();
+    const startedAt = monotonicMs();
     let missing = false;
     child.stdout!.on('data', (chunk: Buffer) => {
       if (this.child === child) this.feed(chunk);
@@ -155,7 +156,7 @@ export class JournalFollower {
       this.resetLine(); // a cut-off last line: its entry comes again after the cursor
       if (missing || this.closed) return;
       this.counters.exits++;
-      const ranMs = performance.now() - startedAt;
+      const ranMs = monotonicMs() - startedAt;
       this.log('warn', `${this.command} -u ${this.unit} ended (${signal ?? `exit ${code}`}); restarting`);
       this.scheduleRestart(ranMs);
     });

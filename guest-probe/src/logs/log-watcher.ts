@@ -15,6 +15,7 @@
 import { MAX_LOG_LINES_PER_BATCH, MAX_TEXT, type EventBody } from '@vsockdiag/proto';
 import { LineSplitter } from './lines.js';
 import { phaseFromLine } from './phase-pattern.js';
+import { monotonicMs } from '../clock.js';
 
 export const LOG_STREAMS = ['stdout', 'stderr', 'file', 'journal'] as const;
 export type LogStream = (typeof LOG_STREAMS)[number];
@@ -124,7 +125,7 @@ export class LogWatcher {
     this.tailLines = Math.max(0, Math.floor(opts.tailLines ?? 200));
     this.maxLinesPerSecond = opts.maxLinesPerSecond ?? 200;
     this.maxPhasesPerSecond = opts.maxPhasesPerSecond ?? 50;
-    this.now = opts.now ?? (() => performance.now());
+    this.now = opts.now ?? (() => monotonicMs());
     this.tailRing = new Array<TailLine | undefined>(this.tailLines);
     this.flushIntervalMs = opts.flushIntervalMs ?? 1000;
     this.lastFlush = this.now();

@@ -7,6 +7,8 @@
 // collector's budget; readiness markers (READY=1, STOPPING=1) always pass: they decide the
 // verdict.
 
+import { monotonicMs } from '../clock.js';
+
 /** Sustained rate: far above what a booting service says (a dozen phases in seconds). */
 export const NOTIFY_EVENTS_PER_SEC = 100;
 /** Burst: a whole boot's markers sent at once still pass. */
@@ -31,7 +33,7 @@ export class NotifyRate {
   constructor(
     private readonly perSec = NOTIFY_EVENTS_PER_SEC,
     private readonly burst = NOTIFY_BURST,
-    private readonly now: () => number = () => performance.now(),
+    private readonly now: () => number = () => monotonicMs(),
   ) {
     this.tokens = burst;
     this.last = now();

@@ -42,6 +42,7 @@ import { hex, u64, u64v, viewOf } from './space.js';
 import { StackReader } from './stack.js';
 import { ByteWriter, ChunkedText } from './text.js';
 import { Walk, type WalkStart, walkStack } from './unwind.js';
+import { monotonicMs } from '../../clock.js';
 
 export { NotGoBinaryError } from './version.js';
 export { UnsupportedGoVersionError } from './layout.js';
@@ -143,7 +144,7 @@ function takeBuffers(): ReadBuffers {
  * while the target is stopped (pause mode), which stays one short synchronous stretch.
  */
 export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = {}): Promise<GoroutinesRead> {
-  const t0 = performance.now();
+  const t0 = monotonicMs();
   const procRoot = opts.procRoot ?? '/proc';
   const exe = opts.exe ?? exePath(pid, procRoot);
   const probeElf = new ElfFile(exe);
@@ -175,16 +176,16 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
       // goroutines appeared meanwhile).
       const snap = new Snapshot();
       snap.reserve(r.peekCount(loc) + 64, layout.size);
-      const pauseStart = performance.now();
+      const pauseStart = monotonicMs();
       process.kill(pid, 'SIGSTOP');
       stopped = true;
       waitStopped(pid, procRoot);
-      const allStopped = performance.now();
+      const allStopped = monotonicMs();
       const copied = r.readStopped(loc, snap);
-      const copyMs = performance.now() - allStopped;
+      const copyMs = monotonicMs() - allStopped;
       process.kill(pid, 'SIGCONT');
       stopped = false;
-      pausedMs = performance.now() - pauseStart;
+      pausedMs = monotonicMs() - pauseStart;
       pause = { stopWaitMs: allStopped - pauseStart, copyMs };
       r.notes.push(
         `the target was stopped (SIGSTOP) for ${pausedMs.toFixed(1)} ms: ${pause.stopWaitMs.toFixed(1)} ms until every thread had stopped, ${copyMs.toFixed(1)} ms copying`,
@@ -206,7 +207,7 @@ export async function readGoroutines(pid: number, opts: ReadGoroutinesOptions = 
       ...(pause ? { pause } : {}),
       complete: r.complete,
       notes: r.notes,
-      elapsedMs: performance.now() - t0,
+      elapsedMs: monotonicMs() - t0,
     };
   } finally {
     if (stopped) {
@@ -234,7 +235,7 @@ const STOP_WAIT_MS = 2_000;
 /** SIGSTOP is delivered asynchronously: wait (synchronously, briefly) until every thread is stopped. */
 function waitStopped(pid: number, procRoot: string): void {
   const sleeper = new Int32Array(new SharedArrayBuffer(4));
-  const end = performance.now() + STOP_WAIT_MS;
+  const end = monotonicMs() + STOP_WAIT_MS;
   const taskDir = path.join(procRoot, String(pid), 'task');
   for (;;) {
     let all = true;
@@ -254,7 +255,7 @@ function waitStopped(pid: number, procRoot: string): void {
       }
     }
     if (all) return;
-    if (performance.now() > end) throw new Error(`process ${pid} did not stop within ${STOP_WAIT_MS} ms of SIGSTOP`);
+    if (monotonicMs() > end) throw new Error(`process ${pid} did not stop within ${STOP_WAIT_MS} ms of SIGSTOP`);
     Atomics.wait(sleeper, 0, 0, 0.2);
   }
 }
@@ -303,7 +304,7 @@ class Reading {
   private onThread = 0;
   private unsettled = 0;
   private walkErrors = 0;
-  private lastYield = performance.now();
+  private lastYield = monotonicMs();
 
   constructor(
     private readonly bin: GoBinary,
@@ -434,9 +435,9 @@ class Reading {
   /** Between goroutines (never while the target is stopped): streams what is done, and yields to the event loop now and then. */
   private async breathe(): Promise<void> {
     await this.out.flush();
-    if (performance.now() - this.lastYield < YIELD_MS) return;
+    if (monotonicMs() - this.lastYield < YIELD_MS) return;
     await yieldToLoop();
-    this.lastYield = performance.now();
+    this.lastYield = monotonicMs();
   }
 
   /** Prints g k of the snapshot (a dead or unreadable one prints nothing). */
