@@ -23,10 +23,11 @@ import { socketFromFd, timeoutForPoll, vsockUsable } from './vsock/index.js';
  *  the socket the rest of the session goes over. Rejects as the connect failed. */
 export type CollectorDialer = (timeoutMs: number, hello: () => Uint8Array) => Promise<net.Socket>;
 
-export function collectorDialer(address: string): CollectorDialer {
+/** `native` stands in for the addon (tests: a vsock connect that is really a Unix one). */
+export function collectorDialer(address: string, native?: NativeAddon): CollectorDialer {
   const a = parseAddress(address);
   // vsock needs the addon, and main() has checked it loads; without it a Unix socket still works.
-  const addon = a.kind === 'vsock' ? loadNative() : a.kind === 'unix' ? addonOrNull() : null;
+  const addon = a.kind === 'tcp' ? null : (native ?? (a.kind === 'vsock' ? loadNative() : addonOrNull()));
   if (a.kind === 'tcp' || !addon) {
     return async (timeoutMs, hello) => {
       const socket = await dial(a, { timeoutMs });

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { collectorDialer } from '../src/dial.js';
+import { loadNative, type NativeAddon } from '../src/native.js';
 
 let dir: string;
 const cleanups: (() => void)[] = [];
@@ -66,6 +67,30 @@ describe('collectorDialer', () => {
       expect(answer.toString()).toBe('welcome');
     });
   }
+
+  it('vsock: connects through the addon, writes the hello, then wraps the fd once the Pipe self-test passed', async () => {
+    // A vsock connect that is really a Unix one: this machine's vsock belongs to its host.
+    const s = await server(path.join(dir, 'vsock-host.sock'));
+    const real = loadNative();
+    const asked: number[][] = [];
+    const addon: NativeAddon = {
+      ...real,
+      vsockConnect: (cid, port, ms) => {
+        asked.push([cid, port, ms]);
+        return real.unixConnect(path.join(dir, 'vsock-host.sock'), ms);
+      },
+    };
+    const socket = await collectorDialer('vsock:2:1024', addon)(1000.4, () => Buffer.from('HELLO'));
+    cleanups.push(() => socket.destroy());
+    expect(asked).toEqual([[2, 1024, 1001]]);
+    const peer = await s.first;
+    socket.write('+rest');
+    await until(() => peer.got().length === 10, 'both writes');
+    expect(peer.got().toString()).toBe('HELLO+rest');
+    peer.socket.write('welcome');
+    const [answer] = (await once(socket, 'data')) as [Buffer];
+    expect(answer.toString()).toBe('welcome');
+  });
 
   it('unix: what the kernel does not take at once, the socket writes, in order', async () => {
     const s = await server(path.join(dir, 'c.sock'));
