@@ -74,14 +74,19 @@ function shortSource(p: string): string {
   return p.replace(/^host-collector\/src\//, '').replace(/^proto\/src\//, 'proto/');
 }
 
+/** A window of a profile, on its clock: the monotonic one process.hrtime reads, in µs. */
+export interface ProfileRange {
+  fromUs: number;
+  toUs: number;
+}
+
 /**
  * Digest of one or more profiles of the same program (figures averaged per profile). With
- * `range` (one profile), only samples between fromUs and toUs count: the profile's clock is
- * the monotonic one process.hrtime reads, in µs.
+ * `range` (one window for every profile, or each profile's own), only samples inside it count.
  */
 export function digestProfiles(
   files: string[],
-  opts: { bundle?: string; range?: { fromUs: number; toUs: number }; top?: number } = {},
+  opts: { bundle?: string; range?: ProfileRange | ((file: string) => ProfileRange); top?: number } = {},
 ): ProfileDigest {
   const bundle = opts.bundle ?? COLLECTOR_BIN;
   const top = opts.top ?? 30;
@@ -125,7 +130,7 @@ export function digestProfiles(
 
   for (const file of files) {
     const p = JSON.parse(fs.readFileSync(file, 'utf8')) as Profile;
-    const range = opts.range ?? { fromUs: p.startTime, toUs: p.endTime };
+    const range = (typeof opts.range === 'function' ? opts.range(file) : opts.range) ?? { fromUs: p.startTime, toUs: p.endTime };
     if (range.fromUs < p.startTime || range.toUs > p.endTime) {
       throw new Error(`window ${range.fromUs}..${range.toUs} µs is outside the profile (${p.startTime}..${p.endTime})`);
     }

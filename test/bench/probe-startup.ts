@@ -170,7 +170,7 @@ export interface ProbeStartupProfile {
   /** exec → first frame of the unminified, profiled build (for scale; the profiler costs too). */
   firstFrame: Stat;
   digest: ProfileDigest;
-  /** Node's own modules the probe loaded by its first frame that `node -e 0` does not load. */
+  /** Node's own modules the probe had loaded when it wrote its hello that `node -e 0` does not load. */
   builtinsBeforeHello: string[];
   bundleBytes: { shipped: number; profiled: number };
 }
@@ -187,23 +187,48 @@ function buildUnminified(dir: string): string {
 }
 
 /** A --require preload that writes, at exit, the public Node modules this process loaded. */
-function moduleListPreload(dir: string): { preload: string; read: (tag: string) => string[] } {
+/** A preload noting Node's own modules loaded when the process first writes to a socket
+ *  (the probe's hello: written on the raw fd, through node:fs) or at exit if it never does
+ *  (`node -e 0`), and when that write came, on process.hrtime's clock (the profiles' too). */
+function moduleListPreload(dir: string): {
+  preload: string;
+  read: (tag: string) => string[];
+  helloUs: (pid: number) => number | undefined;
+} {
   const preload = path.join(dir, 'module-list.cjs');
   fs.writeFileSync(
     preload,
-    `process.once('exit', () => require('fs').writeFileSync(process.env.VD_MODULE_LIST,
-      JSON.stringify(process.moduleLoadList.filter((m) => m.startsWith('NativeModule ') && !m.includes('internal/')).map((m) => m.slice(13)))));\n`,
+    `const fs = require('fs');
+let noted = false;
+const note = (helloUs) => {
+  if (noted) return;
+  noted = true;
+  const modules = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ') && !m.includes('internal/')).map((m) => m.slice(13));
+  fs.writeFileSync(process.env.VD_MODULE_LIST, JSON.stringify(modules));
+  if (helloUs !== undefined) fs.writeFileSync(process.env.VD_MODULE_LIST + '.' + process.pid + '.hello', String(helloUs));
+};
+const writeSync = fs.writeSync;
+fs.writeSync = function (fd, ...rest) {
+  if (!noted && fd > 2 && fs.fstatSync(fd).isSocket()) note(Number(process.hrtime.bigint() / 1000n));
+  return writeSync.call(this, fd, ...rest);
+};
+process.once('exit', () => note());\n`,
   );
+  const listFile = (tag: string) => path.join(dir, `modules-${tag}.json`);
   return {
     preload,
-    read: (tag) => JSON.parse(fs.readFileSync(path.join(dir, `modules-${tag}.json`), 'utf8')) as string[],
+    read: (tag) => JSON.parse(fs.readFileSync(listFile(tag), 'utf8')) as string[],
+    helloUs: (pid) => {
+      const f = `${listFile('probe')}.${pid}.hello`;
+      return fs.existsSync(f) ? Number(fs.readFileSync(f, 'utf8')) : undefined;
+    },
   };
 }
 
 /**
  * Runs an unminified build of the probe `runs` times under the sampling profiler (node
  * --cpu-prof, 1 ms), each until its first frame arrives (then SIGTERM: the probe exits
- * cleanly and the profile is written), and digests the profiles.
+ * cleanly and the profile is written), and digests the profiles up to each hello's write.
  */
 export async function profileProbeStartup(runs: number, progress: (m: string) => void): Promise<ProbeStartupProfile> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-pp-'));
@@ -273,7 +298,17 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
     return {
       runs: files.length,
       firstFrame: summarize(frames),
-      digest: digestProfiles(files, { bundle }),
+      // Each profile up to its hello's write (the probe runs on until the server has the
+      // frame and stops it); a run whose write was not seen counts whole.
+      digest: digestProfiles(files, {
+        bundle,
+        range: (file) => {
+          const p = JSON.parse(fs.readFileSync(file, 'utf8')) as { startTime: number; endTime: number };
+          const pid = Number(/\.(\d+)\.\d+\.\d+\.cpuprofile$/.exec(file)?.[1]);
+          const hello = modules.helloUs(pid);
+          return { fromUs: p.startTime, toUs: hello !== undefined && hello > p.startTime && hello < p.endTime ? hello : p.endTime };
+        },
+      }),
       builtinsBeforeHello: modules
         .read('probe')
         .filter((m) => !atNode.has(m))
