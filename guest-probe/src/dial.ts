@@ -41,19 +41,14 @@ export function collectorDialer(address: string, native?: NativeAddon): Collecto
     const fd = await connect(timeoutForPoll(timeoutMs));
     let frame: Uint8Array;
     let written: number;
+    let socket: net.Socket;
     try {
       frame = hello();
       written = writeNow(fd, frame);
       if (a.kind === 'vsock') await vsockUsable(addon);
-    } catch (err) {
-      addon.closeFd(fd);
-      throw err;
-    }
-    let socket: net.Socket;
-    try {
       socket = socketFromFd(fd);
     } catch (err) {
-      addon.closeFd(fd);
+      addon.closeFd(fd); // the fd is still ours until socketFromFd returns
       throw err;
     }
     if (written < frame.length) socket.write(frame.subarray(written));

@@ -1,8 +1,8 @@
-// The probe's link to the collector: dial and hello (the hello on the raw socket, dial.ts),
-// replay what the collector has not acked, stream new events, answer commands, heartbeat. Any failure (a dial error, a
-// socket error, a protocol error, or silence past the idle timeout, which is how a
-// snapshot's transport reset can look) ends the session; the next attempt uses a fresh
-// socket after a jittered backoff.
+// The probe's link to the collector: dial and hello (the hello written on the raw socket,
+// dial.ts), replay what the collector has not acked, stream new events, answer commands,
+// heartbeat. Any failure (a dial error, a socket error, a protocol error, or silence past
+// the idle timeout, which is how a snapshot's transport reset can look) ends the session;
+// the next attempt uses a fresh socket after a jittered backoff.
 
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
@@ -47,8 +47,6 @@ export interface LinkOptions {
    *  timer of its own (see Liveness.driven). */
   drivenLiveness?: boolean;
   connectTimeoutMs?: number;
-  /** How each session connects and sends its hello; collectorDialer(address) by default. */
-  dial?: CollectorDialer;
   backoff?: Backoff;
   /** Dial errors that will not go away by retrying soon (e.g. no vsock in this kernel).
    *  They are retried only every FATAL_RETRY_MS, and said loudly once. */
@@ -90,7 +88,7 @@ export class Link extends EventEmitter {
     this.firstAttempt = new Promise((resolve) => {
       this.attempted = resolve;
     });
-    this.dial = opts.dial ?? collectorDialer(opts.address);
+    this.dial = collectorDialer(opts.address);
     this.backoff = opts.backoff ?? new Backoff();
     this.heartbeatMs = opts.heartbeatMs ?? HEARTBEAT_INTERVAL_MS;
     this.idleTimeoutMs = opts.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
