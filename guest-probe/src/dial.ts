@@ -23,20 +23,36 @@ import { socketFromFd, timeoutForPoll, vsockUsable } from './vsock/index.js';
  *  the socket the rest of the session goes over. Rejects as the connect failed. */
 export type CollectorDialer = (timeoutMs: number, hello: () => Uint8Array) => Promise<net.Socket>;
 
-/** `native` stands in for the addon (tests: a vsock connect that is really a Unix one). */
-export function collectorDialer(address: string, native?: NativeAddon): CollectorDialer {
+export function collectorDialer(address: string): CollectorDialer {
   const a = parseAddress(address);
   // vsock needs the addon, and main() has checked it loads; without it a Unix socket still works.
-  const addon = a.kind === 'tcp' ? null : (native ?? (a.kind === 'vsock' ? loadNative() : addonOrNull()));
-  if (a.kind === 'tcp' || !addon) {
-    return async (timeoutMs, hello) => {
-      const socket = await dial(a, { timeoutMs });
-      socket.write(hello());
-      return socket;
-    };
+  const addon = a.kind === 'vsock' ? loadNative() : a.kind === 'unix' ? addonOrNull() : null;
+  if (a.kind === 'vsock' && addon) {
+    return rawDialer(
+      addon,
+      (ms) => addon.vsockConnect(a.cid, a.port, ms),
+      () => vsockUsable(addon),
+    );
   }
-  const connect =
-    a.kind === 'vsock' ? (ms: number) => addon.vsockConnect(a.cid, a.port, ms) : (ms: number) => addon.unixConnect(a.path, ms);
+  if (a.kind === 'unix' && addon) return rawDialer(addon, (ms) => addon.unixConnect(a.path, ms));
+  return async (timeoutMs, hello) => {
+    const socket = await dial(a, { timeoutMs });
+    socket.write(hello());
+    return socket;
+  };
+}
+
+/**
+ * The raw-fd path: `connect` makes a connected non-blocking fd (poll()'s timeout in ms), the
+ * hello goes out on it, and the fd is wrapped once `beforeWrap` resolves (vsock: the Pipe
+ * handle's self-test). Exported for the tests, which drive the vsock path's steps over a Unix
+ * socket: this machine's vsock belongs to its host.
+ */
+export function rawDialer(
+  addon: Pick<NativeAddon, 'closeFd'>,
+  connect: (timeoutMs: number) => Promise<number>,
+  beforeWrap?: () => Promise<void>,
+): CollectorDialer {
   return async (timeoutMs, hello) => {
     const fd = await connect(timeoutForPoll(timeoutMs));
     let frame: Uint8Array;
@@ -45,7 +61,7 @@ export function collectorDialer(address: string, native?: NativeAddon): Collecto
     try {
       frame = hello();
       written = writeNow(fd, frame);
-      if (a.kind === 'vsock') await vsockUsable(addon);
+      await beforeWrap?.();
       socket = socketFromFd(fd);
     } catch (err) {
       addon.closeFd(fd); // the fd is still ours until socketFromFd returns

@@ -7,8 +7,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { collectorDialer } from '../src/dial.js';
-import { loadNative, type NativeAddon } from '../src/native.js';
+import { collectorDialer, rawDialer } from '../src/dial.js';
+import { loadNative } from '../src/native.js';
+import { vsockUsable } from '../src/vsock/index.js';
 
 let dir: string;
 const cleanups: (() => void)[] = [];
@@ -47,6 +48,18 @@ async function until(check: () => boolean, what: string): Promise<void> {
   if (!check()) throw new Error(`timed out waiting for ${what}`);
 }
 
+type Peer = Awaited<Awaited<ReturnType<typeof server>>['first']>;
+
+/** The hello came first, then what the socket sends; and what the peer sends comes back. */
+async function expectSession(socket: net.Socket, peer: Peer, hello: string): Promise<void> {
+  socket.write('+rest');
+  await until(() => peer.got().length === hello.length + 5, 'both writes');
+  expect(peer.got().toString()).toBe(`${hello}+rest`);
+  peer.socket.write('welcome');
+  const [answer] = (await once(socket, 'data')) as [Buffer];
+  expect(answer.toString()).toBe('welcome');
+}
+
 describe('collectorDialer', () => {
   for (const kind of ['unix', 'tcp'] as const) {
     it(`${kind}: the hello is the first thing the collector reads, and the socket carries the rest both ways`, async () => {
@@ -58,38 +71,53 @@ describe('collectorDialer', () => {
       });
       cleanups.push(() => socket.destroy());
       expect(calls).toBe(1);
-      const peer = await s.first;
-      socket.write('then-events');
-      await until(() => peer.got().length === 16, 'both writes');
-      expect(peer.got().toString()).toBe('HELLOthen-events');
-      peer.socket.write('welcome');
-      const [answer] = (await once(socket, 'data')) as [Buffer];
-      expect(answer.toString()).toBe('welcome');
+      await expectSession(socket, await s.first, 'HELLO');
     });
   }
 
-  it('vsock: connects through the addon, writes the hello, then wraps the fd once the Pipe self-test passed', async () => {
-    // A vsock connect that is really a Unix one: this machine's vsock belongs to its host.
-    const s = await server(path.join(dir, 'vsock-host.sock'));
-    const real = loadNative();
-    const asked: number[][] = [];
-    const addon: NativeAddon = {
-      ...real,
-      vsockConnect: (cid, port, ms) => {
-        asked.push([cid, port, ms]);
-        return real.unixConnect(path.join(dir, 'vsock-host.sock'), ms);
+  it("vsock's steps over a Unix fd: the hello on the raw fd, then the Pipe self-test, then the wrap", async () => {
+    // collectorDialer gives a vsock address exactly these steps with addon.vsockConnect as
+    // `connect`; here it is a Unix connect: tests never open AF_VSOCK.
+    const s = await server(path.join(dir, 'c.sock'));
+    const addon = loadNative();
+    const steps: string[] = [];
+    let peer: Peer | undefined;
+    void s.first.then((p) => (peer = p));
+    const dial = rawDialer(
+      addon,
+      (ms) => {
+        steps.push(`connect ${ms} ms`);
+        return addon.unixConnect(path.join(dir, 'c.sock'), ms);
       },
-    };
-    const socket = await collectorDialer('vsock:2:1024', addon)(1000.4, () => Buffer.from('HELLO'));
+      async () => {
+        // The collector has the hello before the self-test runs.
+        await until(() => peer?.got().toString() === 'HELLO', 'the hello');
+        steps.push('hello received');
+        await vsockUsable(addon);
+        steps.push('self-test passed');
+      },
+    );
+    const socket = await dial(1000.4, () => Buffer.from('HELLO'));
     cleanups.push(() => socket.destroy());
-    expect(asked).toEqual([[2, 1024, 1001]]);
+    expect(steps).toEqual(['connect 1001 ms', 'hello received', 'self-test passed']);
+    await expectSession(socket, peer!, 'HELLO');
+  });
+
+  it('a failing check before the wrap rejects and closes the fd, after the hello went out', async () => {
+    const s = await server(path.join(dir, 'c.sock'));
+    const addon = loadNative();
+    const before = openFds();
+    const dial = rawDialer(
+      addon,
+      (ms) => addon.unixConnect(path.join(dir, 'c.sock'), ms),
+      () => Promise.reject(new Error('self-test failed')),
+    );
+    const err = (await dial(1000, () => Buffer.from('HELLO')).catch((e: unknown) => e)) as Error;
+    expect(err.message).toBe('self-test failed');
+    expect(openFds()).toBe(before);
     const peer = await s.first;
-    socket.write('+rest');
-    await until(() => peer.got().length === 10, 'both writes');
-    expect(peer.got().toString()).toBe('HELLO+rest');
-    peer.socket.write('welcome');
-    const [answer] = (await once(socket, 'data')) as [Buffer];
-    expect(answer.toString()).toBe('welcome');
+    await once(peer.socket, 'end');
+    expect(peer.got().toString()).toBe('HELLO');
   });
 
   it('unix: what the kernel does not take at once, the socket writes, in order', async () => {
