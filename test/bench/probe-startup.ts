@@ -13,7 +13,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { FrameDecoder } from '@vsockdiag/proto';
-import { PROBE_BIN, PROBE_ENV, ROOT, requireBuilt } from '../harness/collector.js';
+import { PROBE_BIN, PROBE_ENV, ROOT, requireBuilt, soloProbeArgs } from '../harness/collector.js';
+import { helloNote } from '../harness/hello-note.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
 import { childrenCpuMs } from './proc.js';
 import { summarize } from './stats.js';
@@ -22,18 +23,7 @@ const EACH_TIMEOUT_MS = 10_000;
 
 /** The probe's flags for a start-up run, timed and profiled alike: its collector is `sock`,
  *  everything optional is off, and the target never appears. */
-const startupArgs = (sock: string) => [
-  '--connect',
-  `unix:${sock}`,
-  '--listen',
-  'off',
-  '--notify-socket',
-  'off',
-  '--kmsg',
-  'off',
-  '--target',
-  'vd-bench-no-such-target',
-];
+const startupArgs = (sock: string) => [...soloProbeArgs(sock), '--target', 'vd-bench-no-such-target'];
 
 type Stat = ReturnType<typeof summarize>;
 export interface ProbeStartup {
@@ -186,45 +176,6 @@ function buildUnminified(dir: string): string {
   return path.join(dir, 'vsockdiag-probe.js');
 }
 
-/** A --require preload that writes, at exit, the public Node modules this process loaded. */
-/** A preload noting Node's own modules loaded when the process first writes to a socket
- *  (the probe's hello: written on the raw fd, through node:fs) or at exit if it never does
- *  (`node -e 0`), and when that write came, on process.hrtime's clock (the profiles' too). */
-function moduleListPreload(dir: string): {
-  preload: string;
-  read: (tag: string) => string[];
-  helloUs: (pid: number) => number | undefined;
-} {
-  const preload = path.join(dir, 'module-list.cjs');
-  fs.writeFileSync(
-    preload,
-    `const fs = require('fs');
-let noted = false;
-const note = (helloUs) => {
-  if (noted) return;
-  noted = true;
-  const modules = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ') && !m.includes('internal/')).map((m) => m.slice(13));
-  fs.writeFileSync(process.env.VD_MODULE_LIST, JSON.stringify(modules));
-  if (helloUs !== undefined) fs.writeFileSync(process.env.VD_MODULE_LIST + '.' + process.pid + '.hello', String(helloUs));
-};
-const writeSync = fs.writeSync;
-fs.writeSync = function (fd, ...rest) {
-  if (!noted && fd > 2 && fs.fstatSync(fd).isSocket()) note(Number(process.hrtime.bigint() / 1000n));
-  return writeSync.call(this, fd, ...rest);
-};
-process.once('exit', () => note());\n`,
-  );
-  const listFile = (tag: string) => path.join(dir, `modules-${tag}.json`);
-  return {
-    preload,
-    read: (tag) => JSON.parse(fs.readFileSync(listFile(tag), 'utf8')) as string[],
-    helloUs: (pid) => {
-      const f = `${listFile('probe')}.${pid}.hello`;
-      return fs.existsSync(f) ? Number(fs.readFileSync(f, 'utf8')) : undefined;
-    },
-  };
-}
-
 /**
  * Runs an unminified build of the probe `runs` times under the sampling profiler (node
  * --cpu-prof, 1 ms), each until its first frame arrives (then SIGTERM: the probe exits
@@ -237,9 +188,9 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
   try {
     const launcher = buildUnminified(path.join(dir, 'probe'));
     const bundle = path.join(dir, 'probe', 'vsockdiag-probe.bundle.js');
-    const modules = moduleListPreload(dir);
-    const listEnv = (tag: string) => ({ ...process.env, VD_MODULE_LIST: path.join(dir, `modules-${tag}.json`) });
-    spawnSync(process.execPath, ['--require', modules.preload, '-e', '0'], { env: listEnv('node') });
+    const note = helloNote(path.join(dir, 'hello-note'));
+    const atNode = spawnSync(process.execPath, [...note.args, '-e', '0'], { env: { ...process.env, ...note.env } }).pid;
+    const probePids: number[] = [];
     let onFrame: (() => void) | null = null;
     const server = net.createServer((s) => {
       const decoder = new FrameDecoder(() => {
@@ -262,19 +213,10 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
         const t0 = performance.now();
         const p = spawn(
           process.execPath,
-          [
-            '--cpu-prof',
-            '--cpu-prof-interval',
-            '1000',
-            '--cpu-prof-dir',
-            profDir,
-            '--require',
-            modules.preload,
-            launcher,
-            ...startupArgs(sock),
-          ],
-          { stdio: 'ignore', env: { ...listEnv('probe'), ...PROBE_ENV } },
+          ['--cpu-prof', '--cpu-prof-interval', '1000', '--cpu-prof-dir', profDir, ...note.args, launcher, ...startupArgs(sock)],
+          { stdio: 'ignore', env: { ...process.env, ...note.env, ...PROBE_ENV } },
         );
+        if (p.pid) probePids.push(p.pid);
         const exited = new Promise<void>((r) => p.once('exit', () => r()));
         const killer = setTimeout(() => p.kill('SIGKILL'), EACH_TIMEOUT_MS);
         await new Promise<void>((resolve) => {
@@ -293,7 +235,9 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
     }
     const files = profilesIn(profDir);
     progress(`probe start-up: ${files.length} profiles`);
-    const atNode = new Set(modules.read('node'));
+    const notes = note.notes();
+    const nodeLoaded = new Set(notes.get(atNode)?.loaded ?? []);
+    const lastProbe = notes.get(probePids[probePids.length - 1] ?? -1);
     const shippedBundle = path.join(path.dirname(PROBE_BIN), 'vsockdiag-probe.bundle.js');
     return {
       runs: files.length,
@@ -305,14 +249,12 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
         range: (file) => {
           const p = JSON.parse(fs.readFileSync(file, 'utf8')) as { startTime: number; endTime: number };
           const pid = Number(/\.(\d+)\.\d+\.\d+\.cpuprofile$/.exec(file)?.[1]);
-          const hello = modules.helloUs(pid);
+          const n = notes.get(pid);
+          const hello = n?.at === 'hello' ? n.us : undefined;
           return { fromUs: p.startTime, toUs: hello !== undefined && hello > p.startTime && hello < p.endTime ? hello : p.endTime };
         },
       }),
-      builtinsBeforeHello: modules
-        .read('probe')
-        .filter((m) => !atNode.has(m))
-        .sort(),
+      builtinsBeforeHello: (lastProbe?.loaded ?? []).filter((m) => !nodeLoaded.has(m)).sort(),
       bundleBytes: { shipped: fs.statSync(shippedBundle).size, profiled: fs.statSync(bundle).size },
     };
   } finally {

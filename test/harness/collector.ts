@@ -16,6 +16,12 @@ export const PROBE_BIN = path.join(ROOT, 'guest-probe/dist/vsockdiag-probe.js');
  *  (V8's platform workers, libuv's pool), which saves about 1 MiB of RssAnon (of 11). */
 export const PROBE_ENV = { MALLOC_ARENA_MAX: '1' } as const;
 
+/** The probe's flags for a start alone: its collector is the Unix socket `sock`, and every
+ *  optional part (command port, notify socket, /dev/kmsg) is off. */
+export function soloProbeArgs(sock: string): string[] {
+  return ['--connect', `unix:${sock}`, '--listen', 'off', '--notify-socket', 'off', '--kmsg', 'off'];
+}
+
 export function requireBuilt(): void {
   for (const f of [COLLECTOR_BIN, PROBE_BIN]) {
     if (!fs.existsSync(f)) throw new Error(`${path.relative(ROOT, f)} is missing: run "make build" first`);

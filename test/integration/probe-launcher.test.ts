@@ -11,7 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { FrameDecoder, decodeProbeMessage } from '@vsockdiag/proto';
-import { ROOT, requireBuilt } from '../harness/collector.js';
+import { ROOT, requireBuilt, soloProbeArgs } from '../harness/collector.js';
+import { helloNote } from '../harness/hello-note.js';
 
 const DIST = path.join(ROOT, 'guest-probe/dist');
 const addon = createRequire(import.meta.url)(path.join(DIST, 'vsockdiag.node')) as { checksum(b: Buffer): string };
@@ -36,26 +37,14 @@ function version(file = 'vsockdiag-probe.js'): { status: number | null; stdout: 
 }
 
 /** Starts the probe against a Unix socket here and resolves its first message (the hello). */
-async function firstMessage(nodeArgs: string[] = []): Promise<{ type: string }> {
+async function firstMessage(node: { args: string[]; env: Record<string, string> } = { args: [], env: {} }): Promise<{ type: string }> {
   const sock = path.join(dir, 'collector.sock');
   const server = net.createServer();
   await new Promise<void>((r) => server.listen(sock, r));
-  const probe = spawn(
-    process.execPath,
-    [
-      ...nodeArgs,
-      path.join(dir, 'vsockdiag-probe.js'),
-      '--connect',
-      `unix:${sock}`,
-      '--listen',
-      'off',
-      '--notify-socket',
-      'off',
-      '--kmsg',
-      'off',
-    ],
-    { stdio: 'ignore' },
-  );
+  const probe = spawn(process.execPath, [...node.args, path.join(dir, 'vsockdiag-probe.js'), ...soloProbeArgs(sock)], {
+    stdio: 'ignore',
+    env: { ...process.env, ...node.env },
+  });
   try {
     return await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('no hello within 10 s')), 10_000);
@@ -105,33 +94,13 @@ it('starts without a cache, and with a corrupt one, and still says hello', async
 // that notes which of Node's modules are loaded when the first write(2) to a socket happens.
 const LATER = ['net', 'stream', 'perf_hooks', 'child_process', 'http'];
 
-/** A preload for the probe, and the file it writes when the probe first writes to a socket. */
-function loadedModulesPreload(): { file: string; result: string } {
-  const file = path.join(dir, 'loaded.cjs');
-  const result = path.join(dir, 'loaded.json');
-  fs.writeFileSync(
-    file,
-    `const fs = require('node:fs');
-const loaded = () => process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13));
-const writeSync = fs.writeSync;
-let noted = false;
-fs.writeSync = function (fd, ...rest) {
-  if (!noted && fs.fstatSync(fd).isSocket()) {
-    noted = true;
-    fs.writeFileSync(${JSON.stringify(result)}, JSON.stringify({ at: 'first socket write', loaded: loaded() }));
-  }
-  return writeSync.call(this, fd, ...rest);
-};
-`,
-  );
-  return { file, result };
-}
-
 it('writes its hello on the raw socket before it loads node:net, streams or perf_hooks', async () => {
-  const { file, result } = loadedModulesPreload();
-  expect((await firstMessage(['--require', file])).type).toBe('hello');
-  const seen = JSON.parse(fs.readFileSync(result, 'utf8')) as { at: string; loaded: string[] };
-  expect(seen.at).toBe('first socket write');
+  const note = helloNote(path.join(dir, 'hello-note'));
+  expect((await firstMessage(note)).type).toBe('hello');
+  const notes = [...note.notes().values()];
+  expect(notes).toHaveLength(1);
+  const seen = notes[0]!;
+  expect(seen.at).toBe('hello');
   expect(seen.loaded).toContain('fs');
   expect(seen.loaded.filter((m) => LATER.includes(m))).toEqual([]);
 });
