@@ -247,7 +247,8 @@ export class Probe {
     const now = Date.now();
     if (now - this.lastKeyframe < KEYFRAME_EVERY_MS) return;
     this.lastKeyframe = now;
-    this.emit({ kind: 'keyframe', status: this.status });
+    // A copy: the ring keeps the event until it is acked, and applyEvent updates this.status in place.
+    this.emit({ kind: 'keyframe', status: structuredClone(this.status) });
   }
 
   private hello(generation: number): Omit<Hello, 'type'> {

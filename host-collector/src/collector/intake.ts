@@ -324,7 +324,8 @@ export class Intake implements SessionHost, IntakeView {
       skewMs: skew,
       guestMs: hello.clocks.sinceBootMs,
     };
-    this.merged = hello.status;
+    // A copy: applyEvent updates the merged status in place, and the session keeps its hello.
+    this.merged = structuredClone(hello.status);
     this.identity = {
       instanceId: hello.instanceId,
       version: hello.probeVersion,
