@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
 import {
   EVENT_OVERHEAD_BYTES,
@@ -585,6 +585,41 @@ describe('Store retention', () => {
       [9, 10, 11].map((seq) => ev('sb1', 1, seq)),
     );
     expect(after.events('sb1', { limit: 100 }).events.map((e) => e.seq)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11]);
+  });
+
+  it('writes a usage row USAGE_SAVE_MS after it fell behind, each at its own moment', async () => {
+    // performance.now() alone is faked: the group commit's timer still runs.
+    vi.useFakeTimers({ toFake: ['performance'] });
+    cleanup.push(() => vi.useRealTimers());
+    const dir = tmpDir();
+    const store = open(dir);
+    const db = reader(dir);
+    const behind = () =>
+      (
+        db
+          .prepare(
+            `SELECT sandbox_id AS id FROM event_usage u
+             WHERE through_id < (SELECT MAX(id) FROM events e WHERE e.sandbox_id = u.sandbox_id) ORDER BY sandbox_id`,
+          )
+          .all() as Array<{ id: string }>
+      ).map((r) => r.id);
+    // First events write their rows at once; the next ones leave them behind, a second apart.
+    await appendAndWait(store, [ev('a', 1, 1), ev('b', 1, 1), ev('c', 1, 1)]);
+    expect(behind()).toEqual([]);
+    await appendAndWait(store, [ev('a', 1, 2)]);
+    vi.advanceTimersByTime(1000);
+    await appendAndWait(store, [ev('b', 1, 2), ev('c', 1, 2)]);
+    expect(behind()).toEqual(['a', 'b', 'c']);
+    // More events do not move a row's turn: it has been behind since the first of them.
+    vi.advanceTimersByTime(8_999);
+    await appendAndWait(store, [ev('a', 1, 3)]);
+    expect(behind()).toEqual(['a', 'b', 'c']);
+    vi.advanceTimersByTime(1);
+    await appendAndWait(store, [ev('new', 1, 1)]);
+    expect(behind()).toEqual(['b', 'c']);
+    vi.advanceTimersByTime(1000);
+    await appendAndWait(store, [ev('new', 1, 2)]);
+    expect(behind()).toEqual(['new']);
   });
 
   it('counts nothing of a commit that failed', async () => {

@@ -20,8 +20,8 @@
 // sandboxes a row is a page written per index. So the store keeps two things in memory that
 // it would otherwise look up or rewrite for every row: each session's highest stored seq (a
 // resend is skipped by it; the session's row gets it when it closes), and each sandbox's usage
-// (written every USAGE_SAVE_MS and with every prune, with the id it counts through; the rows
-// after it are counted again at open).
+// (each row written USAGE_SAVE_MS after it fell behind, and with every prune, with the id it
+// counts through; the rows after it are counted again at open).
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -175,8 +175,8 @@ export const EVENT_OVERHEAD_BYTES = 128;
 const COLLECTOR_SHARE = 1 / 8;
 /** A bound passed is pruned back to this fraction of it: pruning runs in steps, not on every commit. */
 const KEEP_AFTER_PRUNE = 0.9;
-/** How often the usage rows of sandboxes with new events are written (a prune writes its own
- *  at once). A crash loses nothing by it: the rows say what they count through. */
+/** How long a sandbox's usage row stays behind its new events (a prune writes its own at
+ *  once). A crash loses nothing by it: the rows say what they count through. */
 const USAGE_SAVE_MS = 10_000;
 
 export interface EventQuery {
@@ -246,9 +246,9 @@ export class Store {
   /** What each sandbox holds: event_usage plus the events stored after its row's through_id. */
   private usage = new Map<string, Usage>();
   private totalBytes = 0;
-  /** Sandboxes whose event_usage row is behind `usage`, and when they are next all written. */
-  private readonly unsaved = new Set<string>();
-  private usageSaveAt = 0;
+  /** Sandboxes whose event_usage row is behind `usage`, with since when (performance.now()),
+   *  the longest behind first: a Map keeps the order its keys came in. */
+  private readonly unsaved = new Map<string, number>();
   /** Sandboxes whose usage row the commit in flight must write (a prune, or its first events). */
   private readonly mustSave = new Set<string>();
   /** The newest event id committed: what a usage row written now counts through. */
@@ -487,7 +487,7 @@ export class Store {
       }
       for (const id of touched) this.enforce(id);
       this.enforceTotal();
-      this.saveUsage(performance.now() >= this.usageSaveAt);
+      this.saveUsage(false);
     });
     this.loadUsage();
     // Bounds may have been lowered since the last run: apply them now, not at the next event.
@@ -634,19 +634,24 @@ export class Store {
     }
   }
 
-  /** Writes the usage rows that are behind: `all` of them, or only those a prune or a
-   *  sandbox's first events require now. */
+  /** Writes the usage rows that are behind: `all` of them (at open and close), or those a
+   *  prune or a sandbox's first events require now and those behind for USAGE_SAVE_MS. Each
+   *  row falls behind at its own moment, so the writes spread out as the events did. (All of
+   *  them every USAGE_SAVE_MS was one commit of 5,000 rows that held the event loop for 12 ms.) */
   private saveUsage(all: boolean): void {
-    for (const id of all ? this.unsaved : this.mustSave) {
-      const u = this.usage.get(id);
-      if (u) this.stmt.saveUsage.run(id, u.guestEvents, u.guestBytes, u.collectorEvents, u.collectorBytes, this.lastId);
-      if (!all) this.unsaved.delete(id);
-    }
-    if (all) {
-      this.unsaved.clear();
-      this.usageSaveAt = performance.now() + USAGE_SAVE_MS;
-    }
+    for (const id of this.mustSave) this.writeUsage(id);
     this.mustSave.clear();
+    const due = all ? Number.POSITIVE_INFINITY : performance.now() - USAGE_SAVE_MS;
+    for (const [id, since] of this.unsaved) {
+      if (since > due) break;
+      this.writeUsage(id);
+    }
+  }
+
+  private writeUsage(id: string): void {
+    const u = this.usage.get(id);
+    if (u) this.stmt.saveUsage.run(id, u.guestEvents, u.guestBytes, u.collectorEvents, u.collectorBytes, this.lastId);
+    this.unsaved.delete(id);
   }
 
   /** Adds (or, negative, takes away) events and bytes to a sandbox's usage. */
@@ -657,7 +662,7 @@ export class Store {
       // Its row is written in this commit: the recount at open starts from the rows.
       this.mustSave.add(id);
     }
-    this.unsaved.add(id);
+    if (!this.unsaved.has(id)) this.unsaved.set(id, performance.now());
     if (origin === 'guest') {
       u.guestEvents += events;
       u.guestBytes += bytes;
