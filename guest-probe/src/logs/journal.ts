@@ -54,7 +54,7 @@ export interface JournalFollowerCounters {
 
 /** CLOCK_MONOTONIC (µs) when this process started (process.uptime() counts from there). */
 export function processStartMonotonicUs(): number {
-  return Number(process.hrtime.bigint() / 1000n) - Math.round(process.uptime() * 1e6);
+  return Math.round((monotonicMs() - process.uptime() * 1000) * 1000);
 }
 
 const NEWLINE = 0x0a;
