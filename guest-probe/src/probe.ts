@@ -247,8 +247,8 @@ export class Probe {
     const now = Date.now();
     if (now - this.lastKeyframe < KEYFRAME_EVERY_MS) return;
     this.lastKeyframe = now;
-    // A copy: the ring keeps the event until it is acked, and applyEvent updates this.status in place.
-    this.emit({ kind: 'keyframe', status: structuredClone(this.status) });
+    // The ring keeps this object; emit's applyEvent gives this.status a copy of it to go on with.
+    this.emit({ kind: 'keyframe', status: this.status });
   }
 
   private hello(generation: number): Omit<Hello, 'type'> {
