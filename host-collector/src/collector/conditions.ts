@@ -6,6 +6,7 @@
 
 import { KERNEL_KINDS, formatDuration, type ProbeStatus } from '@vsockdiag/proto';
 import type { ConditionName } from '../catalogue.js';
+import { elapsedAt, type Elapsed } from './elapsed.js';
 
 export interface Condition {
   name: ConditionName;
@@ -47,6 +48,8 @@ export const DEFAULT_CONDITION_SETTINGS: Omit<ConditionSettings, 'stallAfterMs'>
 
 export interface ConditionInput {
   now: number;
+  /** How a detail writes a duration up to now (elapsed.ts); default: formatted at `now`. */
+  elapsed?: Elapsed;
   status: ProbeStatus;
   toHost: (guestMs: number) => number;
   /** The current target's thread counts, host ms. */
@@ -106,7 +109,7 @@ export function conditions(c: ConditionInput): readonly Condition[] {
       out = added(out, {
         name: 'not-accepting',
         count: l.acceptQueue,
-        detail: `${l.acceptQueue} connection${l.acceptQueue === 1 ? '' : 's'} waiting in the accept queue for ${formatDuration(waited)}`,
+        detail: `${l.acceptQueue} connection${l.acceptQueue === 1 ? '' : 's'} waiting in the accept queue for ${(c.elapsed ?? elapsedAt(now))(c.toHost(l.queuedSince))}`,
       });
     }
   }
@@ -129,7 +132,11 @@ export function conditions(c: ConditionInput): readonly Condition[] {
     if (!k) continue;
     const who = k.process ? `${k.process}${k.pid ? ` (pid ${k.pid})` : ''}` : 'a process';
     const verb = what === 'oom' ? `killed ${who}` : what === 'hung-task' ? `${who} blocked in the kernel` : `${who} crashed`;
-    out = added(out, { name: what, detail: `${verb} ${formatDuration(now - k.at)} ago`, ...(k.process ? { subject: k.process } : {}) });
+    out = added(out, {
+      name: what,
+      detail: `${verb} ${(c.elapsed ?? elapsedAt(now))(k.at)} ago`,
+      ...(k.process ? { subject: k.process } : {}),
+    });
   }
 
   if (c.skewMs !== null && Math.abs(c.skewMs) >= settings.skewLimitMs) {

@@ -16,7 +16,8 @@ import { SandboxHistory, type Blocked, type DumpNote, type HistoryView } from '.
 import { Intake, type IntakeView } from './intake.js';
 import type { Logger } from './logger.js';
 import type { EventRecord, Store } from './store.js';
-import { VerdictClock, type Reading } from './verdict-clock.js';
+import type { Elapsed } from './elapsed.js';
+import { VerdictClock, type Reading, type ReadingTemplate } from './verdict-clock.js';
 
 export interface SandboxSettings {
   vsockPort: number;
@@ -168,6 +169,12 @@ export class Sandbox extends EventEmitter<SandboxEvents> {
    *  still agrees with the history). */
   read(now = Date.now()): Reading {
     return this.verdict.read(now);
+  }
+
+  /** The last evaluation's verdict, its durations written by `elapsed`, for a reader that
+   *  renders it later on its own clock (the readiness thread); records nothing. */
+  readingTemplate(elapsed: Elapsed): ReadingTemplate {
+    return this.verdict.template(elapsed);
   }
 
   /** The conditions at `now`, as read() has them. */

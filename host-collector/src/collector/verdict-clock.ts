@@ -15,6 +15,7 @@
 
 import type { ConditionName, SandboxState } from '../catalogue.js';
 import { conditions, conditionsRecheckAt, type Condition, type ConditionSettings } from './conditions.js';
+import type { Elapsed } from './elapsed.js';
 import type { HistoryView } from './history.js';
 import type { IntakeView } from './intake.js';
 import { decide, type VerdictInput } from './verdict.js';
@@ -60,6 +61,24 @@ export interface Reading {
   since: number;
 }
 
+/** The last evaluation's verdict with its durations left to the reader (elapsed.ts), for a
+ *  reader elsewhere that renders it at its own read, by the rule above (readMoment). */
+export interface ReadingTemplate {
+  state: SandboxState;
+  /** The reason, its durations written by the Elapsed given. */
+  reason: string;
+  /** When the evaluation ran, and the moment its timer looks again (null: no timer), host ms. */
+  evaluatedAt: number;
+  dueAt: number | null;
+}
+
+/** The moment a read at `now` decides at: held just short of the armed timer's moment, and
+ *  not before the last evaluation (should the wall clock step back). */
+export function readMoment(now: number, evaluatedAt: number, dueAt: number | null): number {
+  const held = dueAt === null ? now : Math.min(now, dueAt - 1);
+  return Math.max(evaluatedAt, held);
+}
+
 const NO_CONDITIONS: readonly Condition[] = [];
 
 export class VerdictClock {
@@ -93,6 +112,12 @@ export class VerdictClock {
   read(now = Date.now()): Reading {
     const input = this.inputAt(this.readMoment(now));
     return { state: this.decided, reason: decide(input).reason, conditions: input.conditions ?? NO_CONDITIONS, since: this.decidedSince };
+  }
+
+  /** The last evaluation's verdict, its durations written by `elapsed`. Records nothing. */
+  template(elapsed: Elapsed): ReadingTemplate {
+    const input = this.inputAt(this.evaluatedAt, elapsed);
+    return { state: this.decided, reason: decide(input).reason, evaluatedAt: this.evaluatedAt, dueAt: this.dueAt };
   }
 
   /** The conditions at `now` as readers see them (as read() has them, without the reason). */
@@ -138,25 +163,26 @@ export class VerdictClock {
   }
 
   private readMoment(now: number): number {
-    const held = this.dueAt === null ? now : Math.min(now, this.dueAt - 1);
-    return Math.max(this.evaluatedAt, held);
+    return readMoment(now, this.evaluatedAt, this.dueAt);
   }
 
-  private conditionsOf(now: number): readonly Condition[] {
+  private conditionsOf(now: number, elapsed?: Elapsed): readonly Condition[] {
     const { status } = this.sources.intake;
     if (!status) return NO_CONDITIONS;
     const { threads, kernel, skewMs } = this.sources.history;
-    return conditions({ now, status, toHost: this.toHost, threads, kernel, skewMs, settings: this.settings.conditions });
+    const settings = this.settings.conditions;
+    return conditions({ now, status, toHost: this.toHost, threads, kernel, skewMs, settings, ...(elapsed ? { elapsed } : {}) });
   }
 
-  private inputAt(now: number): VerdictInput {
+  private inputAt(now: number, elapsed?: Elapsed): VerdictInput {
     const { intake, history } = this.sources;
     const { status } = intake;
     const { toHost } = this;
     return {
       blocked: history.blocked,
       listenError: this.sources.listenError(),
-      conditions: this.conditionsOf(now),
+      conditions: this.conditionsOf(now, elapsed),
+      ...(elapsed ? { elapsed } : {}),
       conditionsRecheckAt: status ? conditionsRecheckAt({ status, toHost, now, settings: this.settings.conditions }) : null,
       now,
       connected: intake.session !== null,

@@ -7,9 +7,12 @@
 import { formatDuration, type ProbeStatus } from '@vsockdiag/proto';
 import type { ConditionName, SandboxState } from '../catalogue.js';
 import type { Condition } from './conditions.js';
+import { elapsedAt, type Elapsed } from './elapsed.js';
 
 export interface VerdictInput {
   now: number;
+  /** How the reason writes a duration up to now (elapsed.ts); default: formatted at `now`. */
+  elapsed?: Elapsed;
   /** A probe session is live right now. */
   connected: boolean;
   /** When the current session opened, or the last one closed (host ms). */
@@ -46,7 +49,8 @@ export interface Verdict {
   recheckAt: number | null;
 }
 
-const ago = (now: number, at: number) => `${formatDuration(Math.max(0, now - at))} ago`;
+const UNEXPLAINED: Elapsed = () => '';
+const ago = (elapsed: Elapsed, at: number) => `${elapsed(at)} ago`;
 
 /** Conditions that are part of the readiness answer itself, so they are not repeated. */
 const IN_READINESS: ReadonlySet<ConditionName> = new Set<ConditionName>(['not-accepting', 'health-failing']);
@@ -68,8 +72,10 @@ export function decide(v: VerdictInput, explain = true): Verdict {
 
 function decideState(v: VerdictInput, explain: boolean): Verdict {
   const { now, status } = v;
+  // Runs on every batch with explain off: then nothing is formatted (or allocated for it).
+  const elapsed = explain ? (v.elapsed ?? elapsedAt(now)) : UNEXPLAINED;
   if (v.pausedSince !== undefined && v.pausedSince !== null) {
-    return { state: 'paused', reason: explain ? `paused by the orchestrator ${ago(now, v.pausedSince)}` : '', recheckAt: null };
+    return { state: 'paused', reason: explain ? `paused by the orchestrator ${ago(elapsed, v.pausedSince)}` : '', recheckAt: null };
   }
   if (!status) {
     return { state: 'registered', reason: 'waiting for the probe to connect', recheckAt: null };
@@ -95,14 +101,14 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
     if (!explain) return { state: 'silent', reason: '', recheckAt: null };
     const since = v.disconnectedAt ?? now;
     const why = v.disconnectReason ? ` (${v.disconnectReason})` : '';
-    return { state: 'silent', reason: `probe silent since ${ago(now, since)}${why}`, recheckAt: null };
+    return { state: 'silent', reason: `probe silent since ${ago(elapsed, since)}${why}`, recheckAt: null };
   }
 
   if (!target) {
     const since = v.connectedAt ?? now;
     return {
       state: 'booting',
-      reason: explain ? `probe connected ${ago(now, since)}, ${name} not seen yet` : '',
+      reason: explain ? `probe connected ${ago(elapsed, since)}, ${name} not seen yet` : '',
       recheckAt: null,
     };
   }
@@ -118,7 +124,9 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
     const ready = status.phases.reported ? ', READY=1' : '';
     return {
       state: 'ready',
-      reason: explain ? `${name} (pid ${target.pid}) listening on :${port} since ${ago(now, v.toHost(listener.since ?? 0))}${ready}` : '',
+      reason: explain
+        ? `${name} (pid ${target.pid}) listening on :${port} since ${ago(elapsed, v.toHost(listener.since ?? 0))}${ready}`
+        : '',
       recheckAt: null,
     };
   }
@@ -139,15 +147,16 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
   else verdict = { state: 'starting', reason: '', recheckAt: Math.min(stallAt, deadlineAt) };
   if (!explain) return verdict;
 
-  const alive = `${name} alive ${formatDuration(Math.max(0, now - startedAt))}`;
-  const lastPhase = last ? `last phase ${describePhase(last)} ${ago(now, v.toHost(last.t))}` : 'no phase reported';
+  const alive = `${name} alive ${elapsed(startedAt)}`;
+  const lastPhase = last ? `last phase ${describePhase(last)} ${ago(elapsed, v.toHost(last.t))}` : 'no phase reported';
   let what: string;
   if (ownedByOther) what = `:${port} is held by pid ${listener.pid}, not ${name}`;
   else if (listener.bound && notAccepting) what = `listening on :${port} but not accepting (${notAccepting.detail})`;
   else if (listener.bound && unhealthy) what = `listening on :${port} but not answering (${unhealthy.detail})`;
   else if (listener.bound) what = `listening on :${port} but start-up never finished (no READY=1)`;
   else what = `nothing listening on :${port}`;
-  if (vanishedAt !== undefined) verdict.reason = `${alive}, listener on :${port} vanished ${ago(now, v.toHost(vanishedAt))}, ${lastPhase}`;
+  if (vanishedAt !== undefined)
+    verdict.reason = `${alive}, listener on :${port} vanished ${ago(elapsed, v.toHost(vanishedAt))}, ${lastPhase}`;
   else if (!notAccepting && now >= deadlineAt) {
     verdict.reason = `${alive}, ${what}, not ready by the ${formatDuration(v.startDeadlineMs)} start deadline, ${lastPhase}`;
   } else verdict.reason = `${alive}, ${what}, ${lastPhase}`;
