@@ -309,7 +309,7 @@ describe('GET /v1/sandboxes/:id/readiness', () => {
 });
 
 describe('readiness while the sandbox goes away', () => {
-  it('ends a long-poll when its sandbox is unregistered', async () => {
+  it('ends a long-poll with 404 when its sandbox is unregistered', async () => {
     const { url } = await startCollector();
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'vm1.sock') });
     const t0 = Date.now();
@@ -318,8 +318,7 @@ describe('readiness while the sandbox goes away', () => {
     expect((await call(url, 'DELETE', '/v1/sandboxes/vm1')).status).toBe(204);
     const r = await pending;
     expect(Date.now() - t0).toBeLessThan(10_000);
-    expect(r.status).toBe(503);
-    expect(r.json).toMatchObject({ ready: false });
+    expectError(r, 404, 'NOT_FOUND');
   });
 });
 

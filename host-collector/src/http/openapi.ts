@@ -10,7 +10,7 @@
 import { Type } from 'typebox';
 import { API_ERRORS } from '../catalogue.js';
 import type { RouteEntry, RouteTable } from './route-table.js';
-import type { Api } from './server.js';
+import type { Api } from './base.js';
 import { StreamClientMessage } from './stream-messages.js';
 
 /** The collector's version (also `vsockdiag --version`). */

@@ -1,30 +1,16 @@
-// The HTTP face of the collector: JSON API, dashboard, health. Request lifecycle:
-// guard (Host, Origin, body type, then the bearer token by the matched route: guard.ts) →
-// route → JSON reply with the security headers, or the error handler's
-// {"error": {"code", "message"}}.
+// The collector's main HTTP face: JSON API, dashboard, health, metrics, stream. The request
+// lifecycle (guard, security headers, error shape) is base.ts's, shared with the readiness
+// thread's port.
 
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { ErrorObject } from 'ajv';
-import Fastify, {
-  LogController,
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-  type RawReplyDefaultExpression,
-  type RawRequestDefaultExpression,
-  type RawServerDefault,
-} from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { DumpAnalyzer } from '../collector/dump-analyzer.js';
 import type { DumpService } from '../collector/dump-service.js';
 import type { Logger } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import type { Store } from '../collector/store.js';
-import { ApiError, errorBody, errorCodeFor } from './errors.js';
-import { installGuard } from './guard.js';
+import { buildBase } from './base.js';
 import { metricsRoutes, type MetricsOptions } from './metrics.js';
 import { openApiRoute } from './openapi.js';
-import { RouteTable } from './route-table.js';
 import { dumpRoutes } from './routes/dumps.js';
 import { lifecycleRoutes } from './routes/lifecycle.js';
 import { phaseRoutes } from './routes/phases.js';
@@ -32,7 +18,6 @@ import { streamRoute } from './stream.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { ErrorBody, Health } from './schemas.js';
 import { serveDashboard } from './static.js';
-import { schemaErrorMessage, validatorCompiler } from './validation.js';
 
 export interface HttpOptions {
   registry: Registry;
@@ -47,85 +32,8 @@ export interface HttpOptions {
   metrics: MetricsOptions;
 }
 
-/** Request bodies are small JSON objects; a larger one is a 413 PAYLOAD_TOO_LARGE. */
-export const BODY_LIMIT_BYTES = 64 * 1024;
-
-/** Sent with every answer: the dashboard may not be framed (its destructive-dump checkbox
- *  must not be clickjacked) and runs only its own scripts; nothing is sniffed into HTML. */
-const SECURITY_HEADERS = {
-  'content-security-policy':
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  'x-content-type-options': 'nosniff',
-  'x-frame-options': 'DENY',
-  'referrer-policy': 'no-referrer',
-  'cross-origin-resource-policy': 'same-origin',
-} as const;
-
-/** The app every route module is given: route types come from their TypeBox schemas. */
-export type Api = FastifyInstance<
-  RawServerDefault,
-  RawRequestDefaultExpression,
-  RawReplyDefaultExpression,
-  FastifyBaseLogger,
-  TypeBoxTypeProvider
->;
-
 export function buildHttp(opts: HttpOptions): FastifyInstance {
-  const app = Fastify({
-    loggerInstance: opts.log as FastifyBaseLogger,
-    // Per-request log lines would drown the collector's own at hundreds of requests a second.
-    logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: BODY_LIMIT_BYTES,
-    // On close, end the connections still open: a client that stops reading a large answer
-    // (a dashboard asset, a dump's text) otherwise keeps the collector from exiting on SIGTERM.
-    forceCloseConnections: true,
-    schemaErrorFormatter: (errors, dataVar) => new Error(schemaErrorMessage(errors as ErrorObject[], dataVar)),
-    // Sandbox ids may be 128 characters (SANDBOX_ID_PATTERN); the router's default limit of
-    // 100 answered valid longer ids with 414 before any route ran.
-    routerOptions: { maxParamLength: 256 },
-    // Errors the router raises before any route (bad percent-encoding, an overlong
-    // parameter) bypass setErrorHandler: keep them in the API's error shape too.
-    frameworkErrors: (err, _req, reply) => {
-      void (reply as FastifyReply).code(err.statusCode ?? 400).send(errorBody('BAD_REQUEST', err.message));
-    },
-  }) as unknown as FastifyInstance;
-  app.setValidatorCompiler(validatorCompiler);
-  const api = app.withTypeProvider<TypeBoxTypeProvider>();
-  const routes = new RouteTable(app);
-
-  // Only JSON bodies are read: a cross-site "simple" POST (text/plain) never reaches a route.
-  app.removeContentTypeParser('text/plain');
-  app.addHook('onRequest', async (_req: FastifyRequest, reply: FastifyReply) => {
-    reply.headers(SECURITY_HEADERS);
-  });
-  installGuard(app, { loopbackOnly: opts.loopbackOnly, ...(opts.token ? { token: opts.token } : {}) });
-
-  app.setErrorHandler((err, _req, reply) => {
-    if (err instanceof ApiError) return reply.code(err.status).send(errorBody(err.code, err.message));
-    // fastify's own refusals: a body or parameter that fails the route's schema (400), a
-    // body over bodyLimit (413), a content type no parser takes (415).
-    const status = (err as { statusCode?: number }).statusCode;
-    if (status && status >= 400 && status < 500) {
-      const code = errorCodeFor(status);
-      return reply.code(code === 'BAD_REQUEST' ? 400 : status).send(errorBody(code, (err as Error).message));
-    }
-    opts.log.error({ err }, 'request failed');
-    return reply.code(500).send(errorBody('INTERNAL', 'internal error'));
-  });
-  app.setNotFoundHandler((req, reply) => {
-    const pathname = req.url.split('?')[0]!;
-    const allowed = routes.allowed(pathname);
-    if (allowed.length > 0) {
-      return reply
-        .code(405)
-        .header('allow', allowed.join(', '))
-        .send(
-          errorBody('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${pathname.slice(0, 300)} (allowed: ${allowed.join(', ')})`),
-        );
-    }
-    return reply.code(404).send(errorBody('NOT_FOUND', `no route ${req.method} ${pathname.slice(0, 300)}`));
-  });
-
+  const { app, api, routes } = buildBase(opts);
   api.get(
     '/healthz',
     {

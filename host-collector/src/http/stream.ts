@@ -16,7 +16,7 @@ import { ApiError } from './errors.js';
 import { browserCheck, hasToken, type GuardOptions } from './guard.js';
 import { eventRecord, summary } from './present.js';
 import { ERRORS, StreamTicket } from './schemas.js';
-import type { Api } from './server.js';
+import type { Api } from './base.js';
 import { StreamClientMessage, StreamServerMessage } from './stream-messages.js';
 import { Tickets } from './tickets.js';
 

@@ -8,7 +8,7 @@ import { dumpBytes, type Store } from '../../collector/store.js';
 import { ApiError, noSandbox } from '../errors.js';
 import { dumpBrief, dumpDetail, dumpDiff } from '../present.js';
 import { DiffQuery, DumpBrief, DumpDetail, DumpDiff, DumpList, DumpParams, DumpRequest, ERRORS, SandboxParams, Text } from '../schemas.js';
-import type { Api } from '../server.js';
+import type { Api } from '../base.js';
 
 export async function dumpRoutes(
   app: Api,

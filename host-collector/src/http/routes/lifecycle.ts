@@ -5,7 +5,7 @@
 import type { Registry } from '../../collector/registry.js';
 import { noSandbox } from '../errors.js';
 import { ERRORS, LifecycleAnswer, LifecycleBody, SandboxParams } from '../schemas.js';
-import type { Api } from '../server.js';
+import type { Api } from '../base.js';
 
 export async function lifecycleRoutes(app: Api, opts: { registry: Registry }): Promise<void> {
   const { registry } = opts;

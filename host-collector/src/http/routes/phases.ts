@@ -5,7 +5,7 @@
 import type { Registry } from '../../collector/registry.js';
 import { phaseStats } from '../present.js';
 import { ERRORS, PhaseList } from '../schemas.js';
-import type { Api } from '../server.js';
+import type { Api } from '../base.js';
 
 const MAX_SAMPLES = 500;
 

@@ -1,8 +1,7 @@
 // /v1/sandboxes…: registration, state, readiness long-poll, event history.
 
-import { SETTLED_STATES } from '../../catalogue.js';
 import { RegistryError, type Registry } from '../../collector/registry.js';
-import type { Sandbox, StateChange } from '../../collector/sandbox.js';
+import type { Sandbox } from '../../collector/sandbox.js';
 import type { DumpService } from '../../collector/dump-service.js';
 import { dumpBytes, type Store } from '../../collector/store.js';
 import { ApiError, noSandbox } from '../errors.js';
@@ -13,8 +12,6 @@ import {
   EventsQuery,
   ListQuery,
   NoContent,
-  Readiness,
-  ReadinessQuery,
   RegisterBody,
   SandboxDetail,
   SandboxList,
@@ -23,7 +20,9 @@ import {
   UnregisterAnswer,
   UnregisterQuery,
 } from '../schemas.js';
-import type { Api } from '../server.js';
+import { registryReadiness } from '../../readiness/registry-source.js';
+import type { Api } from '../base.js';
+import { readinessRoute } from './readiness.js';
 
 /** A page of events stops before it passes this many bytes (of stored event data; see
  *  Store.events), however many `limit` allowed: `more` then says to ask for the rest. */
@@ -129,50 +128,7 @@ export async function sandboxRoutes(app: Api, opts: { registry: Registry; store:
     },
   );
 
-  app.get(
-    '/v1/sandboxes/:id/readiness',
-    {
-      schema: {
-        operationId: 'getReadiness',
-        summary: 'Is the sandbox ready? 200 ready, 503 not (yet): long-polls up to ?wait ms for a settled state',
-        params: SandboxParams,
-        querystring: ReadinessQuery,
-        response: {
-          200: { description: 'ready', content: { 'application/json': { schema: Readiness } } },
-          503: { description: 'not ready (yet): state and reason say why', content: { 'application/json': { schema: Readiness } } },
-          ...ERRORS,
-        },
-      },
-    },
-    async (req, reply) => {
-      const sb = find(req.params.id);
-      const wait = req.query.wait ?? 0;
-      if (!SETTLED_STATES.has(sb.state) && wait > 0) {
-        await new Promise<void>((resolve) => {
-          const onState = (c: StateChange) => {
-            if (SETTLED_STATES.has(c.state)) done();
-          };
-          const timer = setTimeout(done, wait);
-          req.raw.once('close', done);
-          sb.on('state', onState);
-          sb.once('removed', done);
-          function done() {
-            clearTimeout(timer);
-            sb.removeListener('state', onState);
-            sb.removeListener('removed', done);
-            req.raw.removeListener('close', done);
-            resolve();
-          }
-        });
-      }
-      // Only what readiness says: the verdict, not the whole summary (this route is polled hard).
-      const v = sb.read();
-      const ready = v.state === 'ready';
-      return reply
-        .code(ready ? 200 : 503)
-        .send({ ready, state: v.state, reason: v.reason, generation: sb.generation, session: sb.session });
-    },
-  );
+  readinessRoute(app, registryReadiness(registry));
 
   // Oldest first from `after` (the default), or newest first below `before` with order=desc:
   // either way `next` is the cursor for the following page (the last id returned), and
