@@ -1,5 +1,6 @@
-// Bundles the collector and CLI into dist/vsockdiag.js, and the dump worker thread it starts
-// into dist/dump-worker.js next to it (collector/dump-analyzer.ts finds it there). npm
+// Bundles the collector and CLI into dist/vsockdiag.js, and the worker threads it starts next
+// to it: dist/dump-worker.js (collector/dump-analyzer.ts finds it there) and
+// dist/readiness-worker.js (readiness/thread.ts). npm
 // dependencies stay external (resolved from host-collector/node_modules at run time); proto
 // is bundled in.
 import fs from 'node:fs';
@@ -19,5 +20,6 @@ await build({
   banner: { js: '#!/usr/bin/env node' },
 });
 await build({ ...common, entryPoints: [path.join(here, 'src/dumps/dump-worker.ts')], outfile: path.join(here, 'dist/dump-worker.js') });
+await build({ ...common, entryPoints: [path.join(here, 'src/readiness/worker.ts')], outfile: path.join(here, 'dist/readiness-worker.js') });
 fs.chmodSync(path.join(here, 'dist/vsockdiag.js'), 0o755);
-console.log('host-collector: dist/vsockdiag.js, dist/dump-worker.js');
+console.log('host-collector: dist/vsockdiag.js, dist/dump-worker.js, dist/readiness-worker.js');

@@ -2,7 +2,7 @@
 // analysed off the main thread, exactly as analyzeDump does it on the main thread; its bytes
 // are kept and counted as they arrived; a request over the time limit ends the worker, the
 // dump is still kept with its text, marked as not analysed, and the next request gets a new
-// worker. The worker is bundled from source for these tests (support/dump-worker.ts).
+// worker. The worker is bundled from source for these tests (support/workers.ts).
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -10,7 +10,7 @@ import zlib from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AnalysisError, DumpAnalyzer } from '../src/collector/dump-analyzer.js';
 import { analyzeDump, diffAnalyses } from '../src/dumps/analyze.js';
-import { bundleWorker, REAL_WORKER, STALLING_WORKER } from './support/dump-worker.js';
+import { bundleWorker, REAL_WORKER, STALLING_WORKER } from './support/workers.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'dumps');
 const fixture = (name: string) => readFileSync(path.join(fixtures, name));

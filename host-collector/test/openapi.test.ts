@@ -12,7 +12,7 @@ import { ProbeClient } from '../../test/harness/probe-client.js';
 import { waitFor } from '../../test/support/wait.js';
 import { API_ERRORS } from '../src/catalogue.js';
 import { inProcessCollectors } from './support/collector.js';
-import { REAL_WORKER, bundleWorker } from './support/dump-worker.js';
+import { REAL_WORKER, bundleWorker } from './support/workers.js';
 import { OPENAPI_FILE, loadOpenApi } from './support/openapi.js';
 
 const collectors = inProcessCollectors('vd-openapi-');

@@ -12,7 +12,7 @@ import { AUTO_DUMP_SETS } from '../src/collector/dump-service.js';
 import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
 import { MAX_EVENTS_RESPONSE_BYTES } from '../src/http/routes/sandboxes.js';
 import { inProcessCollectors } from './support/collector.js';
-import { REAL_WORKER, bundleWorker } from './support/dump-worker.js';
+import { REAL_WORKER, bundleWorker } from './support/workers.js';
 
 const MiB = 1024 * 1024;
 

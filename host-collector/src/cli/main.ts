@@ -98,6 +98,10 @@ export function buildProgram(): Command {
   bindEnvironment(program.command('collector'))
     .description('run the host collector (vsock listeners, state, API, dashboard)')
     .option('--http <addr>', 'HTTP listen address', DEFAULT_COLLECTOR_OPTIONS.http)
+    .option(
+      '--readiness-http <addr>',
+      'also serve GET /v1/sandboxes/:id/readiness here, from a thread of its own (answers never wait behind ingest)',
+    )
     .option('--data <dir>', 'data directory (SQLite)', DEFAULT_COLLECTOR_OPTIONS.dataDir)
     .option(
       '--vsock-port <n>',
@@ -182,6 +186,7 @@ export function buildProgram(): Command {
       const collector = new Collector(
         {
           http: o.http,
+          ...(o.readinessHttp ? { readinessHttp: o.readinessHttp } : {}),
           dataDir: o.data,
           vsockPort: o.vsockPort,
           probePort: o.probePort,
@@ -223,7 +228,8 @@ export function buildProgram(): Command {
       process.on('SIGTERM', () => void stop());
       // For a person at a terminal; stderr carries log records only ("collector ready"). Last,
       // so that whoever waits for it may stop the collector with a signal at once.
-      process.stdout.write(`vsockdiag collector listening on ${url} (dashboard: ${url}/)\n`);
+      const readiness = collector.readinessUrl ? `; readiness: ${collector.readinessUrl}` : '';
+      process.stdout.write(`vsockdiag collector listening on ${url} (dashboard: ${url}/${readiness})\n`);
     });
 
   program

@@ -9,7 +9,9 @@ import { FeedMetrics } from '../export/metrics.js';
 import { OtlpExport } from '../export/otlp.js';
 import { Webhooks } from '../export/webhooks.js';
 import { isLoopbackName } from '../http/guard.js';
+import { urlOf } from '../http/base.js';
 import { buildHttp } from '../http/server.js';
+import { ReadinessThread } from '../readiness/thread.js';
 import type { BudgetLimits } from './budget.js';
 import { DEFAULT_CONDITION_SETTINGS } from './conditions.js';
 import { Discovery } from './discovery.js';
@@ -21,6 +23,11 @@ import { Store, WRITE_RETRY_MS, type Retention } from './store.js';
 
 export interface CollectorOptions {
   http: string;
+  /** Also serve the readiness route on this address, from a thread of its own (--readiness-http). */
+  readinessHttp?: string;
+  /** The readiness thread's entry; default the bundled dist/readiness-worker.js (tests from
+   *  source pass one built from src/readiness/worker.ts, as for dumpWorkerUrl). */
+  readinessWorkerUrl?: URL;
   dataDir: string;
   vsockPort: number;
   probePort: number;
@@ -40,7 +47,7 @@ export interface CollectorOptions {
   /** How long one dump's analysis, or one diff, may take in the dump worker (DUMP_ANALYSIS_TIME_LIMIT_MS). */
   dumpAnalysisLimitMs?: number;
   /** The dump worker's entry; default the bundled dist/dump-worker.js (tests from source pass
-   *  one built from src/dumps/dump-worker.ts: host-collector/test/support/dump-worker.ts). */
+   *  one built from src/dumps/dump-worker.ts: host-collector/test/support/workers.ts). */
   dumpWorkerUrl?: URL;
   /** Bounds on the event history (per sandbox, by count and bytes, and in total); the
    *  oldest events are pruned as new ones are committed. Defaults: DEFAULT_RETENTION. */
@@ -73,9 +80,15 @@ export const DEFAULT_COLLECTOR_OPTIONS = {
 };
 
 /** "127.0.0.1:7070", "tcp:127.0.0.1:7070" or "[::1]:7070" → host and port. */
-export function parseHttpAddress(text: string): { host: string; port: number } {
-  const a = parseAddress(text.startsWith('tcp:') ? text : `tcp:${text}`);
-  if (a.kind !== 'tcp') throw new Error(`--http must be HOST:PORT, got "${text}"`);
+export function parseHttpAddress(text: string, flag = '--http'): { host: string; port: number } {
+  const bad = () => new Error(`${flag} must be HOST:PORT, got "${text}"`);
+  let a: ReturnType<typeof parseAddress>;
+  try {
+    a = parseAddress(text.startsWith('tcp:') ? text : `tcp:${text}`);
+  } catch {
+    throw bad();
+  }
+  if (a.kind !== 'tcp') throw bad();
   return { host: a.host, port: a.port };
 }
 
@@ -91,7 +104,9 @@ export class Collector {
   private readonly feedMetrics: FeedMetrics;
   private readonly otlp: OtlpExport | null = null;
   private readonly webhooks: Webhooks | null = null;
+  private readonly readiness: ReadinessThread | null = null;
   private url = '';
+  private readinessAt: string | null = null;
 
   constructor(
     private readonly opts: CollectorOptions,
@@ -100,6 +115,10 @@ export class Collector {
     const { host } = parseHttpAddress(opts.http);
     if (!isLoopbackName(host) && !opts.token) {
       throw new Error(`refusing to serve the API on non-loopback ${host} without --token`);
+    }
+    const readiness = opts.readinessHttp ? parseHttpAddress(opts.readinessHttp, '--readiness-http') : null;
+    if (readiness && !isLoopbackName(readiness.host) && !opts.token) {
+      throw new Error(`refusing to serve readiness on non-loopback ${readiness.host} without --token`);
     }
     this.store = new Store(opts.dataDir, opts.retention, (err) => {
       if (err) {
@@ -165,6 +184,15 @@ export class Collector {
         log,
       );
     }
+    if (readiness) {
+      this.readiness = new ReadinessThread(this.registry, {
+        ...readiness,
+        loopbackOnly: isLoopbackName(readiness.host),
+        log,
+        ...(opts.token ? { token: opts.token } : {}),
+        ...(opts.readinessWorkerUrl ? { workerUrl: opts.readinessWorkerUrl } : {}),
+      });
+    }
     this.http = buildHttp({
       metrics: { reg: this.metrics, perSandbox: opts.metricsPerSandbox === true },
       registry: this.registry,
@@ -178,6 +206,11 @@ export class Collector {
     });
   }
 
+  /** The readiness thread's URL, once started; null without --readiness-http. */
+  get readinessUrl(): string | null {
+    return this.readinessAt;
+  }
+
   /** Resolves with the URL the API listens on. */
   async start(): Promise<string> {
     await this.registry.restore();
@@ -187,15 +220,19 @@ export class Collector {
     }
     const { host, port } = parseHttpAddress(this.opts.http);
     await this.http.listen({ host, port });
-    const addr = this.http.server.address() as net.AddressInfo;
-    const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+    const url = urlOf(this.http.server.address() as net.AddressInfo);
     this.url = url;
-    this.log.info({ url, sandboxes: this.registry.sandboxes.size }, 'collector ready');
+    if (this.readiness) this.readinessAt = await this.readiness.start();
+    this.log.info(
+      { url, ...(this.readinessAt ? { readiness: this.readinessAt } : {}), sandboxes: this.registry.sandboxes.size },
+      'collector ready',
+    );
     return url;
   }
 
   async stop(): Promise<void> {
     this.discovery?.stop();
+    await this.readiness?.stop();
     await this.http.close();
     this.webhooks?.close();
     await this.registry.closeAll();

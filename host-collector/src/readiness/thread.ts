@@ -1,0 +1,164 @@
+// The main thread's side of the readiness thread (worker.ts): starts it, and keeps its mirror
+// of the fleet's verdicts current. Every evaluation of a sandbox (each batch, hello, close,
+// timer: verdict-clock.ts) marks it; once a turn of the event loop, each marked sandbox's
+// reading is made (its reason a template: collector/elapsed.ts) and posted only if it differs
+// from the one the thread has, so a settled fleet posts almost nothing. A thread that dies is
+// started again after RESTART_MS with the whole fleet.
+
+import { Worker } from 'node:worker_threads';
+import { ReasonTemplates } from '../collector/elapsed.js';
+import type { Logger, LogLevel } from '../collector/logger.js';
+import type { Registry } from '../collector/registry.js';
+import type { Sandbox } from '../collector/sandbox.js';
+import type { MirroredReading, MirrorUpdate, ReadinessWorkerData, ThreadStatus } from './messages.js';
+
+/** Next to the bundle (dist/vsockdiag.js, dist/readiness-worker.js); tests from source pass a built one. */
+const BUNDLED_WORKER = new URL('./readiness-worker.js', import.meta.url);
+export const RESTART_MS = 1000;
+
+export interface ReadinessThreadOptions {
+  host: string;
+  port: number;
+  token?: string;
+  loopbackOnly: boolean;
+  log: Logger;
+  workerUrl?: URL;
+}
+
+export class ReadinessThread {
+  private readonly templates = new ReasonTemplates();
+  /** What the thread was last sent, per sandbox. */
+  private readonly sent = new Map<string, MirroredReading>();
+  private readonly marked = new Set<string>();
+  private flushing: NodeJS.Immediate | null = null;
+  private worker: Worker | null = null;
+  private restart: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private port: number;
+
+  constructor(
+    private readonly registry: Registry,
+    private readonly opts: ReadinessThreadOptions,
+  ) {
+    this.port = opts.port;
+    for (const sb of registry.sandboxes.values()) this.watch(sb);
+    registry.on('added', (sb) => this.watch(sb));
+    registry.on('removed', (id) => this.mark(id));
+  }
+
+  /** Starts the thread; resolves with the URL it listens on. */
+  async start(): Promise<string> {
+    const url = await this.spawn();
+    // A restart listens where the first start did, even if that was port 0.
+    this.port = Number(new URL(url).port);
+    return url;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.restart) clearTimeout(this.restart);
+    if (this.flushing) clearImmediate(this.flushing);
+    const worker = this.worker;
+    this.worker = null;
+    await worker?.terminate();
+  }
+
+  private spawn(): Promise<string> {
+    const data: ReadinessWorkerData = {
+      host: this.opts.host,
+      port: this.port,
+      loopbackOnly: this.opts.loopbackOnly,
+      templateToken: this.templates.token,
+      logLevel: this.opts.log.level as LogLevel,
+      ...(this.opts.token ? { token: this.opts.token } : {}),
+    };
+    const worker = new Worker(this.opts.workerUrl ?? BUNDLED_WORKER, { workerData: data });
+    this.worker = worker;
+    // The new thread has nothing: send it the whole fleet (postMessage queues until it runs).
+    this.sent.clear();
+    for (const id of this.registry.sandboxes.keys()) this.mark(id);
+    return new Promise<string>((resolve, reject) => {
+      let up = false;
+      worker.on('message', (s: ThreadStatus) => {
+        if (s.type === 'listening') {
+          up = true;
+          resolve(s.url);
+        } else reject(new Error(`the readiness thread cannot listen on ${this.opts.host}:${this.port}: ${s.message}`));
+      });
+      worker.on('error', (err) => {
+        if (!up) reject(new Error(`the readiness thread failed to start: ${err.message}`));
+        else this.lost(worker, err.message);
+      });
+      worker.on('exit', (code) => {
+        if (!up) reject(new Error(`the readiness thread exited with code ${code} before listening`));
+        else this.lost(worker, `exited with code ${code}`);
+      });
+    });
+  }
+
+  /** The thread died after it listened: log it and start another. */
+  private lost(worker: Worker, why: string): void {
+    if (worker !== this.worker || this.stopped) return;
+    this.worker = null;
+    this.opts.log.error({ err: why }, `the readiness thread was lost; starting it again in ${RESTART_MS} ms`);
+    this.respawnLater();
+  }
+
+  private respawnLater(): void {
+    this.restart = setTimeout(() => {
+      this.restart = null;
+      if (this.stopped) return;
+      this.spawn().catch((err: Error) => {
+        this.worker = null;
+        this.opts.log.error({ err: err.message }, `the readiness thread did not start again; trying again in ${RESTART_MS} ms`);
+        if (!this.stopped) this.respawnLater();
+      });
+    }, RESTART_MS);
+  }
+
+  private watch(sb: Sandbox): void {
+    const mark = () => this.mark(sb.id);
+    sb.on('changed', mark);
+    sb.on('connected', mark);
+    this.mark(sb.id);
+  }
+
+  private mark(id: string): void {
+    this.marked.add(id);
+    this.flushing ??= setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    this.flushing = null;
+    // No thread (between a loss and its restart): the next one is sent the whole fleet.
+    if (!this.worker) {
+      this.marked.clear();
+      return;
+    }
+    const update: MirrorUpdate = { put: [], removed: [] };
+    for (const id of this.marked) {
+      const sb = this.registry.get(id);
+      if (!sb) {
+        if (this.sent.delete(id)) update.removed.push(id);
+        continue;
+      }
+      const t = sb.readingTemplate(this.templates.mark);
+      const last = this.sent.get(id);
+      if (
+        last &&
+        last.state === t.state &&
+        last.reason === t.reason &&
+        last.dueAt === t.dueAt &&
+        last.generation === sb.generation &&
+        last.session === sb.session
+      ) {
+        continue;
+      }
+      const reading: MirroredReading = { id, ...t, generation: sb.generation, session: sb.session };
+      this.sent.set(id, reading);
+      update.put.push(reading);
+    }
+    this.marked.clear();
+    if (update.put.length > 0 || update.removed.length > 0) this.worker.postMessage(update);
+  }
+}
