@@ -1,7 +1,7 @@
 // `make dist`: packs the built collector into vsockdiag-<version>.tgz, which installs with
 // `npm install -g ./vsockdiag-<version>.tgz` on a machine without the repo and without a
 // registry. The package mirrors the repo's layout, so the bundle finds what it finds here:
-//   host-collector/dist/   the bundled collector and CLI (the `vsockdiag` bin) and its worker
+//   host-collector/dist/   the bundled collector and CLI (the `vsockdiag` bin) and its workers
 //   web-ui/dist/           the dashboard (cli/main.ts looks for it at ../../web-ui/dist)
 //   node_modules/          every runtime dependency of host-collector/package.json and what
 //                          they depend on, copied from this checkout's install, declared as
@@ -21,7 +21,12 @@ const readJson = (file) => JSON.parse(fs.readFileSync(file, 'utf8'));
 const collector = readJson(path.join(ROOT, 'host-collector/package.json'));
 const outDir = path.resolve(process.argv[2] ?? ROOT);
 
-for (const built of ['host-collector/dist/vsockdiag.js', 'host-collector/dist/dump-worker.js', 'web-ui/dist/index.html']) {
+for (const built of [
+  'host-collector/dist/vsockdiag.js',
+  'host-collector/dist/dump-worker.js',
+  'host-collector/dist/readiness-worker.js',
+  'web-ui/dist/index.html',
+]) {
   if (!fs.existsSync(path.join(ROOT, built))) throw new Error(`${built} is missing: run "make build" first`);
 }
 

@@ -88,6 +88,8 @@ describe('the installed package', () => {
         env: {
           ...env,
           VSOCKDIAG_HTTP: '127.0.0.1:0',
+          // The readiness thread too: its bundle must find the packaged dependencies.
+          VSOCKDIAG_READINESS_HTTP: '127.0.0.1:0',
           VSOCKDIAG_DATA: path.join(root, 'data'),
           VSOCKDIAG_TOKEN_FILE: tokenFile,
           VSOCKDIAG_LOG_LEVEL: 'debug',
@@ -101,6 +103,7 @@ describe('the installed package', () => {
     collector.stderr!.on('data', (d) => (stderr += d));
     await waitForOutput(collector, 'stdout', 'collector listening on', 60_000);
     const url = /listening on (http:\/\/\S+) /.exec(stdout)![1]!;
+    const readinessUrl = /; readiness: (http:\/\/[^)\s]+)\)/.exec(stdout)![1]!;
     expect(fs.existsSync(path.join(root, 'data'))).toBe(true);
 
     // The SQLite addon in use is the packaged one.
@@ -123,6 +126,9 @@ describe('the installed package', () => {
         return r.status === 200 && body.connected ? body : null;
       });
       expect(detail.phases.map((p) => p.name)).toContain('from-the-installed-package');
+      const readiness = await fetch(`${readinessUrl}/v1/sandboxes/sb1/readiness`, { headers: auth });
+      expect(readiness.status).toBe(503);
+      expect(await readiness.json()).toMatchObject({ ready: false, state: 'booting', session: 1 });
       const anonymous = await fetch(`${url}/v1/sandboxes/sb1`);
       expect(anonymous.status).toBe(401);
       await anonymous.arrayBuffer();
