@@ -201,29 +201,40 @@ async function openLoop(
   return performance.now() - start;
 }
 
-/** Readiness of random sandboxes and /healthz, alternating blocks, each at `rate`/s. */
+/** Readiness of random sandboxes from the main API, from the readiness thread when the
+ *  collector has one (--readiness-http), and /healthz: blocks in turn, each at `rate`/s. */
 async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, totalMs: number, blocks: number, mark: () => void) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-  const base = new URL(c.url);
-  const acc = {
-    readiness: { lat: [] as number[], statuses: {} as Record<string, number>, lag: [] as number[], ms: 0 },
-    healthz: { lat: [] as number[], statuses: {} as Record<string, number>, lag: [] as number[], ms: 0 },
+  const main = new URL(c.url);
+  const thread = c.readinessUrl ? new URL(c.readinessUrl) : null;
+  const series = () => ({ lat: [] as number[], statuses: {} as Record<string, number>, lag: [] as number[], ms: 0 });
+  const acc = { readiness: series(), thread: series(), healthz: series() };
+  type Which = keyof typeof acc;
+  const randomReadiness = () => `/v1/sandboxes/${ids[Math.floor(Math.random() * ids.length)]}/readiness`;
+  const target: Record<Which, { base: URL; path: () => string }> = {
+    readiness: { base: main, path: randomReadiness },
+    thread: { base: thread ?? main, path: randomReadiness },
+    healthz: { base: main, path: () => '/healthz' },
   };
+  const order: Which[] = thread ? ['readiness', 'thread', 'healthz'] : ['readiness', 'healthz'];
   const blockMs = totalMs / blocks;
   const pid = c.proc.pid!;
   // Warm the connections and the routes.
   for (let i = 0; i < 20; i++) {
-    await openLoop(agent, base, 200, 50, () => '/healthz', { lat: [], statuses: {}, lag: [] });
-    await openLoop(agent, base, 200, 50, () => `/v1/sandboxes/${ids[i % ids.length]}/readiness`, { lat: [], statuses: {}, lag: [] });
+    for (const which of order) {
+      const { base } = target[which];
+      const path = which === 'healthz' ? '/healthz' : `/v1/sandboxes/${ids[i % ids.length]}/readiness`;
+      await openLoop(agent, base, 200, 50, () => path, { lat: [], statuses: {}, lag: [] });
+    }
   }
   mark();
   const wait0 = { collector: runDelayMs(pid), self: runDelayMs('self') };
   const t0 = performance.now();
   for (let b = 0; b < blocks; b++) {
-    for (const which of (b % 2 ? ['healthz', 'readiness'] : ['readiness', 'healthz']) as Array<'readiness' | 'healthz'>) {
-      const pathOf =
-        which === 'healthz' ? () => '/healthz' : () => `/v1/sandboxes/${ids[Math.floor(Math.random() * ids.length)]}/readiness`;
-      acc[which].ms += await openLoop(agent, base, rate, blockMs, pathOf, acc[which]);
+    // Each block starts with the next series, so none always follows the same one.
+    for (let k = 0; k < order.length; k++) {
+      const which = order[(b + k) % order.length]!;
+      acc[which].ms += await openLoop(agent, target[which].base, rate, blockMs, target[which].path, acc[which]);
     }
   }
   mark();
@@ -233,7 +244,7 @@ async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, t
     bench: ((runDelayMs('self') - wait0.self) / ms) * 100,
   };
   agent.destroy();
-  const fig = (a: (typeof acc)['healthz']): RateFigure => ({
+  const fig = (a: ReturnType<typeof series>): RateFigure => ({
     requests: a.lat.length,
     seconds: a.ms / 1000,
     // Answered requests only.
@@ -242,7 +253,7 @@ async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, t
     statuses: a.statuses,
     maxSendLagMs: Math.max(...a.lag),
   });
-  return { readiness: fig(acc.readiness), healthz: fig(acc.healthz), runDelayPct };
+  return { readiness: fig(acc.readiness), ...(thread ? { thread: fig(acc.thread) } : {}), healthz: fig(acc.healthz), runDelayPct };
 }
 
 // ---------------------------------------------------------------- the fleet
@@ -278,7 +289,8 @@ export interface FleetFigure {
   ingestToApi: Stat;
   /** Sessions the collector closed during the run (should be 0). */
   closed: number;
-  readiness?: { readiness: RateFigure; healthz: RateFigure; runDelayPct: { collector: number; bench: number } };
+  /** readiness: the main API's; thread: the readiness thread's (--readiness-http), when it has one. */
+  readiness?: { readiness: RateFigure; thread?: RateFigure; healthz: RateFigure; runDelayPct: { collector: number; bench: number } };
   verdicts?: VerdictFigure;
   /** With FleetOptions.profileTail: the profiled window's CPU and readiness run (profiler on). */
   tail?: { windowS: number; cpuPct: number; readiness?: FleetFigure['readiness'] };

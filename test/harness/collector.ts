@@ -30,6 +30,8 @@ export function requireBuilt(): void {
 
 export interface CollectorProcess {
   url: string;
+  /** The readiness thread's URL, when started with --readiness-http. */
+  readinessUrl: string | null;
   dataDir: string;
   proc: ChildProcess;
   /** Everything the collector logged (pino JSON lines on stderr). */
@@ -61,14 +63,14 @@ export async function startCollector(
   let log = '';
   proc.stderr!.setEncoding('utf8');
   proc.stderr!.on('data', (d: string) => (log += d));
-  const started = new Promise<string>((resolve, reject) => {
+  const started = new Promise<ReadyRecord>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`collector did not start in 15 s:\n${log}`)), 15_000);
     const onData = () => {
-      const url = readyUrl(log);
-      if (url) {
+      const ready = readyRecord(log);
+      if (ready) {
         clearTimeout(timer);
         proc.stderr!.removeListener('data', onData);
-        resolve(url);
+        resolve(ready);
       }
     };
     proc.stderr!.on('data', onData);
@@ -77,9 +79,9 @@ export async function startCollector(
       reject(new Error(`collector exited with ${code}:\n${log}`));
     });
   });
-  let url: string;
+  let ready: ReadyRecord;
   try {
-    url = await started;
+    ready = await started;
   } catch (err) {
     if (proc.exitCode === null && proc.signalCode === null) {
       const exited = new Promise((r) => proc.once('exit', r));
@@ -89,6 +91,7 @@ export async function startCollector(
     removeData();
     throw err;
   }
+  const { url } = ready;
   const api = async <T>(method: string, p: string, body?: unknown) => {
     const res = await fetch(`${url}${p}`, {
       method,
@@ -107,16 +110,22 @@ export async function startCollector(
     }
     removeData();
   };
-  return { url, dataDir, proc, logs: () => log, api, stop };
+  return { url, readinessUrl: ready.readiness ?? null, dataDir, proc, logs: () => log, api, stop };
 }
 
-/** The API URL from the collector's "collector ready" log record, once it is in `log`. */
-export function readyUrl(log: string): string | undefined {
+interface ReadyRecord {
+  url: string;
+  readiness?: string;
+}
+
+/** The collector's "collector ready" log record (its URLs), once it is in `log`. */
+function readyRecord(log: string): ReadyRecord | undefined {
   // Whole lines only: the last piece may still be arriving.
   for (const line of log.split('\n').slice(0, -1)) {
     if (!line.includes('"collector ready"')) continue;
-    const record = JSON.parse(line) as { msg?: string; url?: string };
-    if (record.msg === 'collector ready' && record.url) return record.url;
+    const record = JSON.parse(line) as { msg?: string } & Partial<ReadyRecord>;
+    if (record.msg === 'collector ready' && record.url)
+      return { url: record.url, ...(record.readiness ? { readiness: record.readiness } : {}) };
   }
   return undefined;
 }
