@@ -21,6 +21,10 @@ import (
 type Client struct {
 	// BaseURL is the collector's address, e.g. "http://127.0.0.1:7070".
 	BaseURL string
+	// ReadinessURL is the collector's readiness port (its --readiness-http), e.g.
+	// "http://127.0.0.1:7071": Readiness and WaitReady ask it, answered by a thread that
+	// never waits behind the collector's ingest. Empty: they ask BaseURL.
+	ReadinessURL string
 	// Token is the collector's --token, sent as a bearer token; empty when it has none.
 	Token string
 	// HTTPClient is the client requests go through; nil means http.DefaultClient. Its own
@@ -194,8 +198,12 @@ func (c *Client) WaitReady(ctx context.Context, id string) (*Readiness, error) {
 func (c *Client) Readiness(ctx context.Context, id string, wait time.Duration) (*Readiness, error) {
 	r := new(Readiness)
 	p := fmt.Sprintf("%s/readiness?wait=%d", sandboxPath(id), wait.Milliseconds())
+	base := c.ReadinessURL
+	if base == "" {
+		base = c.BaseURL
+	}
 	// 503 is an answer here (not ready, and why), not a failure.
-	if _, err := c.do(ctx, http.MethodGet, p, nil, r, http.StatusOK, http.StatusServiceUnavailable); err != nil {
+	if _, err := c.doAt(ctx, base, http.MethodGet, p, nil, r, http.StatusOK, http.StatusServiceUnavailable); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -205,9 +213,14 @@ func sandboxPath(id string) string {
 	return "/v1/sandboxes/" + url.PathEscape(id)
 }
 
-// do sends one request and decodes the answer into out when its status is one of ok;
-// any other status is an *APIError.
+// do sends one request to BaseURL and decodes the answer into out when its status is one
+// of ok; any other status is an *APIError.
 func (c *Client) do(ctx context.Context, method, path string, body, out interface{}, ok ...int) (int, error) {
+	return c.doAt(ctx, c.BaseURL, method, path, body, out, ok...)
+}
+
+// doAt is do against another base URL (the readiness port).
+func (c *Client) doAt(ctx context.Context, base, method, path string, body, out interface{}, ok ...int) (int, error) {
 	var reader io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -216,7 +229,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out interfac
 		}
 		reader = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, reader)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, reader)
 	if err != nil {
 		return 0, err
 	}

@@ -89,6 +89,11 @@ func TestAgainstACollector(t *testing.T) {
 	if err != nil || !r.Ready || r.State != "ready" {
 		t.Fatalf("WaitReady: %+v %v", r, err)
 	}
+	// The readiness port gives the same answer; BaseURL is not asked (it points nowhere here).
+	rc := &Client{BaseURL: "http://127.0.0.1:1", ReadinessURL: os.Getenv("VSOCKDIAG_TEST_READINESS"), Token: token}
+	if rr, err := rc.WaitReady(ctx, id); err != nil || !rr.Ready || rr.State != "ready" || rr.Session != r.Session {
+		t.Fatalf("WaitReady on the readiness port: %+v %v (the API: %+v)", rr, err, r)
+	}
 	if st, err := c.Status(ctx, id); err != nil || st.State != "ready" {
 		t.Fatalf("Status when ready: %+v %v", st, err)
 	}

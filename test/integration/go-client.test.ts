@@ -58,7 +58,9 @@ const probes: ProbeClient[] = [];
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-go-'));
   // The verdict clock slowed down: "starting" must not turn "stuck" while the Go test is slow.
-  collector = await startCollector({ args: ['--token', TOKEN, '--stall-after', '120s', '--start-deadline', '300s'] });
+  collector = await startCollector({
+    args: ['--token', TOKEN, '--stall-after', '120s', '--start-deadline', '300s', '--readiness-http', '127.0.0.1:0'],
+  });
 });
 
 afterAll(async () => {
@@ -115,6 +117,7 @@ describe('the Go client', () => {
 
     const goTest = go(['test', '-count=1', '-v', '-run', 'TestAgainstACollector|TestTypes', './...'], {
       VSOCKDIAG_TEST_COLLECTOR: collector.url,
+      VSOCKDIAG_TEST_READINESS: collector.readinessUrl!,
       VSOCKDIAG_TEST_SANDBOX: ID,
       VSOCKDIAG_TEST_UDS: udsPath,
       VSOCKDIAG_TEST_TOKEN: TOKEN,
