@@ -1,20 +1,27 @@
 // What deploy/ ships for Prometheus and Grafana holds against the collector it is for: the
 // alert rules pass promtool's check and their unit tests, and every metric the rules and the
 // Grafana dashboard query is one a real collector exports (scraped from one with sandboxes
-// in several states and every integration on).
+// in several states and every integration on, the readiness thread too).
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildFleet, fakeProbes } from './support/fleet.js';
 import { inProcessCollectors } from './support/collector.js';
+import { READINESS_WORKER, bundleWorker } from './support/workers.js';
 
 const deploy = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../deploy');
 const collectors = inProcessCollectors('vd-deploy-');
 const probe = fakeProbes();
+let readinessWorker: { url: URL; remove: () => void };
+
+beforeAll(async () => {
+  readinessWorker = await bundleWorker(READINESS_WORKER);
+}, 60_000);
+afterAll(() => readinessWorker?.remove());
 
 function promtool(...args: string[]): { status: number | null; out: string } {
   const r = spawnSync('promtool', args, { cwd: path.join(deploy, 'prometheus'), encoding: 'utf8' });
@@ -100,6 +107,8 @@ describe('deploy/prometheus and deploy/grafana', { timeout: 60_000 }, () => {
       metricsPerSandbox: true,
       otlpEndpoint: `http://127.0.0.1:${port}`,
       webhooks: [`http://127.0.0.1:${port}/hook`],
+      readinessHttp: '127.0.0.1:0',
+      readinessWorkerUrl: readinessWorker.url,
     });
     await buildFleet(collector, collectors.dir, probe);
     const text = await (await fetch(`${url}/metrics`)).text();
@@ -111,7 +120,7 @@ describe('deploy/prometheus and deploy/grafana', { timeout: 60_000 }, () => {
     const rules = fs.readFileSync(path.join(deploy, 'prometheus/alerts.yml'), 'utf8');
     for (const m of rules.matchAll(/^\s+expr: (?:>-\n)?([\s\S]*?)\n\s+(?:for|labels):/gm))
       queries.push({ where: 'alerts.yml', expr: m[1]! });
-    expect(queries.filter((q) => q.where === 'alerts.yml').length).toBe(7);
+    expect(queries.filter((q) => q.where === 'alerts.yml').length).toBe(8);
 
     const missing: string[] = [];
     for (const q of queries) {

@@ -78,6 +78,12 @@ function getWithHost(url: string, route: string, host: string): Promise<{ status
 /** The same reason read at another moment: its durations may read differently. */
 const withoutDurations = (reason: string) => reason.replace(/\b\d+(?:\.\d+)?(?:ms|s)\b|\b\d+[mhd]\d+[smh]\b/g, 'D');
 
+/** vsockdiag_readiness_thread_up in the main API's /metrics; undefined when it has none. */
+async function threadUp(url: string): Promise<string | undefined> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return /^vsockdiag_readiness_thread_up (\S+)$/m.exec(text)?.[1];
+}
+
 /** Every API error is exactly {"error": {"code", "message"}}. */
 function expectError(r: { status: number; json: Json | null }, status: number, code: string): void {
   expect(r.status).toBe(status);
@@ -232,6 +238,7 @@ describe('the readiness thread', () => {
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'vm1.sock') });
     await call(url, 'PUT', '/v1/sandboxes/exit-now', { udsPath: path.join(collectors.dir, 'x.sock') });
     await waitFor('both on the thread', async () => ((await call(readiness, 'GET', '/healthz')).json?.sandboxes === 2 ? true : null));
+    expect(await threadUp(url)).toBe('1');
     expect((await call(url, 'DELETE', '/v1/sandboxes/exit-now')).status).toBe(204);
     await waitFor('the thread to go', () =>
       call(readiness, 'GET', '/healthz').then(
@@ -239,6 +246,8 @@ describe('the readiness thread', () => {
         () => true,
       ),
     );
+    // Down until it is started again a second later (the test and the collector share a loop).
+    await waitFor('the gauge to say down', async () => (await threadUp(url)) === '0');
     const back = await waitFor(
       'the thread to come back',
       () =>
@@ -250,13 +259,15 @@ describe('the readiness thread', () => {
     );
     expect(back.json).toMatchObject({ ready: false, state: 'registered' });
     expect((await call(readiness, 'GET', '/healthz')).json).toEqual({ ok: true, sandboxes: 1 });
+    expect(await threadUp(url)).toBe('1');
   });
 });
 
 describe('without --readiness-http', () => {
   it('starts no thread: the main API alone serves readiness', async () => {
-    const { collector } = await collectors.start();
+    const { collector, url } = await collectors.start();
     expect(collector).toBeInstanceOf(Collector);
     expect(collector.readinessUrl).toBeNull();
+    expect(await threadUp(url)).toBeUndefined();
   });
 });

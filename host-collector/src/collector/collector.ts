@@ -194,7 +194,11 @@ export class Collector {
       });
     }
     this.http = buildHttp({
-      metrics: { reg: this.metrics, perSandbox: opts.metricsPerSandbox === true },
+      metrics: {
+        reg: this.metrics,
+        perSandbox: opts.metricsPerSandbox === true,
+        ...(this.readiness ? { readinessThread: this.readiness } : {}),
+      },
       registry: this.registry,
       store: this.store,
       dumps: this.dumps,

@@ -17,6 +17,8 @@ export interface MetricsOptions {
   reg: client.Registry;
   /** Per-sandbox series (a `sandbox` label) for the state, conditions and probe connection. */
   perSandbox: boolean;
+  /** With --readiness-http: whether its thread listens. */
+  readinessThread?: { readonly listening: boolean };
 }
 
 const CONDITION_NAMES = Object.keys(CONDITIONS) as ConditionName[];
@@ -55,6 +57,17 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry, opts: Me
       this.set(all().filter((sb) => sb.intake.session !== null).length);
     },
   });
+  const thread = opts.readinessThread;
+  if (thread) {
+    new client.Gauge({
+      name: 'vsockdiag_readiness_thread_up',
+      help: 'The readiness thread (--readiness-http) listens: 1, or 0 while it is started again',
+      registers: [reg],
+      collect() {
+        this.set(thread.listening ? 1 : 0);
+      },
+    });
+  }
 
   if (perSandbox) {
     new client.Gauge({

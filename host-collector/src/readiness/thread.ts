@@ -32,6 +32,7 @@ export class ReadinessThread {
   private readonly marked = new Set<string>();
   private flushing: NodeJS.Immediate | null = null;
   private worker: Worker | null = null;
+  private serving = false;
   private restart: NodeJS.Timeout | null = null;
   private stopped = false;
   private port: number;
@@ -46,6 +47,11 @@ export class ReadinessThread {
     registry.on('removed', (id) => this.mark(id));
   }
 
+  /** The thread is up and listening (/metrics: vsockdiag_readiness_thread_up). */
+  get listening(): boolean {
+    return this.serving;
+  }
+
   /** Starts the thread; resolves with the URL it listens on. */
   async start(): Promise<string> {
     const url = await this.spawn();
@@ -56,6 +62,7 @@ export class ReadinessThread {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.serving = false;
     if (this.restart) clearTimeout(this.restart);
     if (this.flushing) clearImmediate(this.flushing);
     const worker = this.worker;
@@ -82,6 +89,7 @@ export class ReadinessThread {
       worker.on('message', (s: ThreadStatus) => {
         if (s.type === 'listening') {
           up = true;
+          this.serving = true;
           resolve(s.url);
         } else reject(new Error(`the readiness thread cannot listen on ${this.opts.host}:${this.port}: ${s.message}`));
       });
@@ -100,6 +108,7 @@ export class ReadinessThread {
   private lost(worker: Worker, why: string): void {
     if (worker !== this.worker || this.stopped) return;
     this.worker = null;
+    this.serving = false;
     this.opts.log.error({ err: why }, `the readiness thread was lost; starting it again in ${RESTART_MS} ms`);
     this.respawnLater();
   }
