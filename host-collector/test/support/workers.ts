@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { build } from 'esbuild';
+import { REQUIRE_BANNER, bundleForNode } from '../../../test/bench/bundle.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -20,18 +20,9 @@ export async function bundleWorker(entry: string): Promise<{ url: URL; remove: (
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-worker-'));
   const outfile = path.join(dir, `${path.basename(entry, '.ts')}.mjs`);
   try {
-    // Everything is bundled in (the folder has no node_modules); CommonJS dependencies'
+    // Everything is bundled in (the folder has no node_modules), so the CommonJS dependencies'
     // require() of Node's built-ins needs a require in the ES module.
-    await build({
-      entryPoints: [entry],
-      outfile,
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      logLevel: 'warning',
-      banner: { js: "import { createRequire as vdCreateRequire } from 'node:module'; const require = vdCreateRequire(import.meta.url);" },
-    });
+    bundleForNode(entry, outfile, { banner: REQUIRE_BANNER });
   } catch (err) {
     fs.rmSync(dir, { recursive: true, force: true });
     throw err;
