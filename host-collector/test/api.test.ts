@@ -4,13 +4,12 @@ import net from 'node:net';
 import path from 'node:path';
 // A fixed pause only to let a long-poll start before what should end it.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Hello } from '@vsockdiag/proto';
 import pino from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ProbeClient } from '../../test/harness/probe-client.js';
+import { describe, expect, it } from 'vitest';
 import { helloMessage } from '../../test/support/hello.js';
 import { waitFor } from '../../test/support/wait.js';
 import { Collector } from '../src/collector/collector.js';
+import { call, expectError, probeClients, readyStatus, type Json } from './support/api.js';
 import { inProcessCollectors } from './support/collector.js';
 
 const log = pino({ level: 'silent' });
@@ -19,41 +18,7 @@ const VSOCK_PORT = 52000;
 const collectors = inProcessCollectors('vd-api-');
 const { options } = collectors;
 const startCollector = collectors.start;
-const clients: ProbeClient[] = [];
-
-afterEach(() => {
-  for (const c of clients.splice(0)) c.close();
-});
-
-type Json = Record<string, any>;
-
-async function call(url: string, method: string, route: string, body?: unknown, headers: Record<string, string> = {}) {
-  const init: RequestInit = { method, headers: { ...headers } };
-  if (body !== undefined) {
-    init.body = JSON.stringify(body);
-    (init.headers as Record<string, string>)['content-type'] = 'application/json';
-  }
-  const res = await fetch(url + route, init);
-  const text = await res.text();
-  let json: Json | null = null;
-  try {
-    json = text ? (JSON.parse(text) as Json) : null;
-  } catch {
-    json = null;
-  }
-  return { status: res.status, json, text, headers: res.headers };
-}
-
-/** Every API error is exactly {"error": {"code", "message"}}. */
-function expectError(r: { status: number; json: Json | null }, status: number, code: string): void {
-  expect(r.status).toBe(status);
-  expect(r.json).not.toBeNull();
-  expect(Object.keys(r.json!)).toEqual(['error']);
-  expect(Object.keys(r.json!.error).sort()).toEqual(['code', 'message']);
-  expect(r.json!.error.code).toBe(code);
-  expect(typeof r.json!.error.message).toBe('string');
-  expect(r.json!.error.message.length).toBeGreaterThan(0);
-}
+const probe = probeClients(VSOCK_PORT);
 
 const isSocket = (p: string) => {
   try {
@@ -76,22 +41,6 @@ function rawGet(url: string, rawPath: string): Promise<{ status: number; body: s
     req.on('error', reject);
     req.end();
   });
-}
-
-// ---- a probe speaking the real protocol over the sandbox's socket ----
-
-const readyStatus: Hello['status'] = {
-  target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true },
-  listener: { port: 49983, bound: true, since: 1500, pid: 42, address: '0.0.0.0' },
-  phases: { reported: false, ready: false },
-};
-
-/** A probe for the sandbox at `udsPath`, its target started with `status`; its clock reads
- *  2,000 ms since boot. connect() says hello and resolves with the welcome's ack. */
-function probe(udsPath: string, status: Hello['status']): ProbeClient {
-  const client = new ProbeClient({ path: `${udsPath}_${VSOCK_PORT}`, status, sinceBootMs: () => 2000 });
-  clients.push(client);
-  return client;
 }
 
 // ---------------------------------------------------------------------------------

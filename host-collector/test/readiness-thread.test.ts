@@ -7,17 +7,16 @@ import path from 'node:path';
 // A fixed pause only to let a long-poll start before what should end it.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Hello } from '@vsockdiag/proto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ProbeClient } from '../../test/harness/probe-client.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../test/support/wait.js';
 import { Collector } from '../src/collector/collector.js';
+import { call, expectError, probeClients, readyStatus, type Json } from './support/api.js';
 import { inProcessCollectors } from './support/collector.js';
 import { EXITING_READINESS_WORKER, READINESS_WORKER, bundleWorker } from './support/workers.js';
 
 const VSOCK_PORT = 52000;
 const TOKEN = 'a-token-for-the-readiness-tests';
 const collectors = inProcessCollectors('vd-readiness-');
-const clients: ProbeClient[] = [];
 let worker: { url: URL; remove: () => void };
 let exiting: { url: URL; remove: () => void };
 
@@ -29,19 +28,7 @@ afterAll(() => {
   worker?.remove();
   exiting?.remove();
 });
-afterEach(() => {
-  for (const c of clients.splice(0)) c.close();
-});
-
-type Json = Record<string, any>;
-
-async function call(url: string, method: string, route: string, body?: unknown, headers: Record<string, string> = {}) {
-  const init: RequestInit = { method, headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) } };
-  if (body !== undefined) init.body = JSON.stringify(body);
-  const res = await fetch(url + route, init);
-  const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : null) as Json | null, headers: res.headers };
-}
+const probe = probeClients(VSOCK_PORT);
 
 async function start(over: Parameters<typeof collectors.start>[0] = {}) {
   const started = await collectors.start({ readinessHttp: '127.0.0.1:0', readinessWorkerUrl: worker.url, ...over });
@@ -49,17 +36,6 @@ async function start(over: Parameters<typeof collectors.start>[0] = {}) {
 }
 
 const bootingStatus: Hello['status'] = { target: null, listener: { port: 49983, bound: false }, phases: { reported: false, ready: false } };
-const readyStatus: Hello['status'] = {
-  target: { pid: 42, name: 'envd', startedAt: 1000, source: 'name', alive: true },
-  listener: { port: 49983, bound: true, since: 1500, pid: 42, address: '0.0.0.0' },
-  phases: { reported: false, ready: false },
-};
-
-function probe(udsPath: string, status: Hello['status']): ProbeClient {
-  const client = new ProbeClient({ path: `${udsPath}_${VSOCK_PORT}`, status, sinceBootMs: () => 2000 });
-  clients.push(client);
-  return client;
-}
 
 /** A GET with a Host header of our choosing (fetch cannot send another Host). */
 function getWithHost(url: string, route: string, host: string): Promise<{ status: number; json: Json | null }> {
@@ -82,13 +58,6 @@ const withoutDurations = (reason: string) => reason.replace(/\b\d+(?:\.\d+)?(?:m
 async function threadUp(url: string): Promise<string | undefined> {
   const text = await (await fetch(`${url}/metrics`)).text();
   return /^vsockdiag_readiness_thread_up (\S+)$/m.exec(text)?.[1];
-}
-
-/** Every API error is exactly {"error": {"code", "message"}}. */
-function expectError(r: { status: number; json: Json | null }, status: number, code: string): void {
-  expect(r.status).toBe(status);
-  expect(Object.keys(r.json ?? {})).toEqual(['error']);
-  expect(r.json!.error.code).toBe(code);
 }
 
 describe('the readiness thread', () => {
