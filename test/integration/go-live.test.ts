@@ -127,9 +127,12 @@ describe.each(LIVE)('live $go $arch ($pkg)', (b) => {
     // between the read and the signal: its connection's, and whatever serving it ran
     // (esbuild's rebuild starts a goroutine that sleeps a while): the ones the first read,
     // taken before the request, did not see.
+    // A goroutine our read saw asleep in time.Sleep (the rebuild's, 250 ms) may wake and end
+    // before the signal on a loaded machine: one missing from the target's dump is allowed.
     const conn = (block: string[] | undefined) => block?.some((l) => l.startsWith('created by net/http.')) ?? false;
+    const endedAsleep = (id: number) => !theirs.has(id) && /\[sleep[\],]/.test(mine.get(id)?.[0] ?? '');
     const ids = (m: Map<number, string[]>) =>
-      [...m.keys()].filter((id) => first.has(id) && !conn(mine.get(id)) && !conn(theirs.get(id))).sort((x, y) => x - y);
+      [...m.keys()].filter((id) => first.has(id) && !conn(mine.get(id)) && !conn(theirs.get(id)) && !endedAsleep(id)).sort((x, y) => x - y);
     const differ = [...new Set([...ids(theirs), ...ids(mine)])].filter((id) => !theirs.has(id) || !mine.has(id));
     expect(ids(theirs), differ.map((id) => (mine.get(id) ?? theirs.get(id))!.join('\n')).join('\n\n')).toEqual(ids(mine));
 
