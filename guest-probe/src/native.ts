@@ -67,8 +67,15 @@ export interface NativeAddon {
   diagCensus(opts?: import('./diag.js').SocketCensusOptions): import('./diag.js').SocketCensus;
   /** True when a NETLINK_SOCK_DIAG socket opens and answers a LISTEN query. Never throws. */
   diagAvailable(): boolean;
-  /** FNV-1a 64 of the bytes, 16 hex digits (the launcher's code cache check). TypeError for a non-buffer. */
+  /** A 64-bit hash of the bytes, taken a word at a time (native/src/checksum.c), 16 hex digits (the launcher's code cache check). TypeError for a non-buffer. */
   checksum(bytes: Buffer | NodeJS.TypedArray): string;
+  /**
+   * The payload of a file written as `magic + checksum(payload) + payload`: a Buffer when the
+   * magic and the checksum match, 'missing' when it cannot be opened (or is not a regular file),
+   * 'corrupt' otherwise (shorter than its header, over 64 MiB, or changed while read).
+   * TypeError for a non-string path or magic, or magic not 1-15 characters.
+   */
+  readSealed(path: string, magic: string): Buffer | 'missing' | 'corrupt';
   /**
    * process_vm_readv of `count` ranges of process `pid` (segs: [address, length] pairs) into
    * `dst`, packed one after another; `got[i]` is set to the bytes range i gave (less than its

@@ -84,7 +84,7 @@ it('starts without a cache, and with a corrupt one, and still says hello', async
   expect((await firstMessage()).type).toBe('hello');
 
   // Whole by its checksum, but not V8's (or a truncated one): V8 rejects it.
-  fs.writeFileSync(cacheFile(), Buffer.from(`VDC1${addon.checksum(Buffer.from('nonsense'))}nonsense`, 'latin1'));
+  fs.writeFileSync(cacheFile(), Buffer.from(`VDC2${addon.checksum(Buffer.from('nonsense'))}nonsense`, 'latin1'));
   expect(version().stderr).toContain('code cache rejected');
   expect((await firstMessage()).type).toBe('hello');
 });
