@@ -8,10 +8,13 @@
 
 import { createRequire } from 'node:module';
 
-const require = createRequire(import.meta.url);
+// The require function itself is made on first use too: createRequire resolves this file's
+// URL into a module, work the probe's start-up has no need of before its hello.
+let require: NodeJS.Require | undefined;
+const load = <T>(id: string): T => (require ??= createRequire(import.meta.url))(id) as T;
 
-export const http = (): typeof import('node:http') => require('node:http') as typeof import('node:http');
-export const childProcess = (): typeof import('node:child_process') => require('node:child_process') as typeof import('node:child_process');
-export const crypto = (): typeof import('node:crypto') => require('node:crypto') as typeof import('node:crypto');
-export const os = (): typeof import('node:os') => require('node:os') as typeof import('node:os');
-export const net = (): typeof import('node:net') => require('node:net') as typeof import('node:net');
+export const http = (): typeof import('node:http') => load('node:http');
+export const childProcess = (): typeof import('node:child_process') => load('node:child_process');
+export const crypto = (): typeof import('node:crypto') => load('node:crypto');
+export const os = (): typeof import('node:os') => load('node:os');
+export const net = (): typeof import('node:net') => load('node:net');

@@ -115,15 +115,14 @@ export interface NativeAddon {
 
 const ADDON_FILE = 'vsockdiag.node';
 
-/** Where the addon is looked for, in order. */
-function nativeCandidates(): string[] {
-  const out: string[] = [];
+/** Where the addon is looked for, in order; each made only if the one before it is missing
+ *  (the development path's URL arithmetic costs the bundled probe's start-up otherwise). */
+function* nativeCandidates(): Generator<string> {
   // The bundled probe ships vsockdiag.node beside its script.
   const script = process.argv[1];
-  if (script) out.push(path.join(path.dirname(path.resolve(script)), ADDON_FILE));
+  if (script) yield path.join(path.dirname(path.resolve(script)), ADDON_FILE);
   // Development: the node-gyp build output, relative to this source file.
-  out.push(fileURLToPath(new URL(`../native/build/Release/${ADDON_FILE}`, import.meta.url)));
-  return out;
+  yield fileURLToPath(new URL(`../native/build/Release/${ADDON_FILE}`, import.meta.url));
 }
 
 let cached: NativeAddon | undefined;
@@ -131,7 +130,6 @@ let cached: NativeAddon | undefined;
 /** Loads the addon once; throws an Error listing every path tried if none loads. */
 export function loadNative(): NativeAddon {
   if (cached) return cached;
-  const require = createRequire(import.meta.url);
   const tried: string[] = [];
   for (const file of nativeCandidates()) {
     if (!existsSync(file)) {
@@ -139,7 +137,8 @@ export function loadNative(): NativeAddon {
       continue;
     }
     try {
-      cached = require(file) as NativeAddon;
+      // The launcher required the same file: Node's module cache answers.
+      cached = createRequire(file)(file) as NativeAddon;
       return cached;
     } catch (err) {
       tried.push(`${file}: ${err instanceof Error ? err.message : String(err)}`);

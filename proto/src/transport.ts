@@ -14,8 +14,9 @@ import type net from 'node:net';
 import { formatAddress, parseAddress, type Address } from './address.js';
 import type { AddressErrorCode } from './codes.js';
 
-const require = createRequire(import.meta.url);
-const nodeNet = (): typeof net => require('node:net') as typeof net;
+// Made on first use, like net itself: createRequire resolves this file's URL into a module.
+let require: NodeJS.Require | undefined;
+const nodeNet = (): typeof net => (require ??= createRequire(import.meta.url))('node:net') as typeof net;
 
 export interface VsockBackend {
   dial(cid: number, port: number, timeoutMs: number): Promise<net.Socket>;
