@@ -55,8 +55,9 @@ const systemShape = {
 
 const envelopeShape = { seq: s.int({ min: 1 }), t: ms };
 
-// Each kind's own fields; every event also carries `seq` and `t` (envelopeShape).
-const eventShapes = {
+// Each kind's own fields; every event also carries `seq` and `t` (envelopeShape). Made on first
+// use (see eventSchema).
+const eventShapes = () => ({
   /** The target process appeared (found by name or pid file, or spawned in wrap mode). */
   'target.found': {
     pid,
@@ -140,16 +141,19 @@ const eventShapes = {
     level: s.oneOf(['info', 'warn'] as const),
     message: text,
   },
-};
+});
 
-type Shapes = typeof eventShapes;
+type Shapes = ReturnType<typeof eventShapes>;
 export type EventKind = keyof Shapes;
 
-const eventSchemas = Object.fromEntries(
-  Object.entries(eventShapes).map(([kind, shape]) => [kind, s.object({ ...envelopeShape, ...shape })]),
-) as { [K in EventKind]: s.Schema<s.ObjectOf<Shapes[K] & typeof envelopeShape>> };
+const eventSchemas = () =>
+  Object.fromEntries(Object.entries(eventShapes()).map(([kind, shape]) => [kind, s.object({ ...envelopeShape, ...shape })])) as {
+    [K in EventKind]: s.Schema<s.ObjectOf<Shapes[K] & typeof envelopeShape>>;
+  };
 
-export const eventSchema = s.variant('kind', eventSchemas, 'ERR_UNKNOWN_KIND');
+// Built on first use: the probe's start-up, up to its hello, parses no event, and building
+// these forty object schemas was a third of a millisecond of it.
+export const eventSchema = s.lazy(() => s.variant('kind', eventSchemas(), 'ERR_UNKNOWN_KIND'));
 export type ProbeEvent = s.Infer<typeof eventSchema>;
 export type EventOf<K extends EventKind> = Extract<ProbeEvent, { kind: K }>;
 /** An event before the probe's ring numbers and stamps it. */
@@ -157,47 +161,49 @@ export type EventBody = { [K in EventKind]: Omit<EventOf<K>, 'seq' | 't'> }[Even
 
 /** The probe's current view, sent whole in every hello so a restarted collector rebuilds
  *  its picture at once instead of replaying history. Events then carry the changes. */
-export const statusSchema = s.object({
-  target: s.nullable(
-    s.object({
-      pid,
-      name,
-      startedAt: ms,
-      source: s.oneOf(TARGET_SOURCES),
-      alive: s.boolean(),
-      exitCode: s.optional(s.int({ min: 0, max: 255 })),
-      signal: s.optional(s.string({ max: 16 })),
-      threads: s.optional(s.int({ min: 0 })),
-      rssKb: s.optional(s.int({ min: 0 })),
+export const statusSchema = s.lazy(() =>
+  s.object({
+    target: s.nullable(
+      s.object({
+        pid,
+        name,
+        startedAt: ms,
+        source: s.oneOf(TARGET_SOURCES),
+        alive: s.boolean(),
+        exitCode: s.optional(s.int({ min: 0, max: 255 })),
+        signal: s.optional(s.string({ max: 16 })),
+        threads: s.optional(s.int({ min: 0 })),
+        rssKb: s.optional(s.int({ min: 0 })),
+      }),
+    ),
+    listener: s.object({
+      port,
+      bound: s.boolean(),
+      since: s.optional(ms),
+      address: s.optional(s.string({ max: 64 })),
+      pid: s.optional(pid),
+      acceptQueue: s.optional(s.int({ min: 0 })),
+      /** Guest time since when the accept queue has been above zero without draining. */
+      queuedSince: s.optional(ms),
     }),
-  ),
-  listener: s.object({
-    port,
-    bound: s.boolean(),
-    since: s.optional(ms),
-    address: s.optional(s.string({ max: 64 })),
-    pid: s.optional(pid),
-    acceptQueue: s.optional(s.int({ min: 0 })),
-    /** Guest time since when the accept queue has been above zero without draining. */
-    queuedSince: s.optional(ms),
-  }),
-  health: s.optional(s.object({ url: s.string({ max: 256 }), t: ms, ...healthShape })),
-  sockets: s.optional(s.object({ t: ms, ...socketsShape })),
-  system: s.optional(s.object({ t: ms, ...systemShape })),
-  /** How the probe itself is observing (so a degraded probe says so). */
-  probe: s.optional(
-    s.object({
-      /** 'sock_diag' (netlink, cheap) or 'proc' (/proc/net/tcp, the fallback). */
-      listenerSource: s.oneOf(['sock_diag', 'proc'] as const),
-      fallbackReason: s.optional(s.string({ max: MAX_TEXT })),
+    health: s.optional(s.object({ url: s.string({ max: 256 }), t: ms, ...healthShape })),
+    sockets: s.optional(s.object({ t: ms, ...socketsShape })),
+    system: s.optional(s.object({ t: ms, ...systemShape })),
+    /** How the probe itself is observing (so a degraded probe says so). */
+    probe: s.optional(
+      s.object({
+        /** 'sock_diag' (netlink, cheap) or 'proc' (/proc/net/tcp, the fallback). */
+        listenerSource: s.oneOf(['sock_diag', 'proc'] as const),
+        fallbackReason: s.optional(s.string({ max: MAX_TEXT })),
+      }),
+    ),
+    phases: s.object({
+      /** The target has sent a phase marker over the notify socket, so readiness also needs READY=1. */
+      reported: s.boolean(),
+      last: s.optional(s.object({ name: s.optional(name), status: s.optional(text), t: ms })),
+      ready: s.boolean(),
+      readyAt: s.optional(ms),
     }),
-  ),
-  phases: s.object({
-    /** The target has sent a phase marker over the notify socket, so readiness also needs READY=1. */
-    reported: s.boolean(),
-    last: s.optional(s.object({ name: s.optional(name), status: s.optional(text), t: ms })),
-    ready: s.boolean(),
-    readyAt: s.optional(ms),
   }),
-});
+);
 export type ProbeStatus = s.Infer<typeof statusSchema>;

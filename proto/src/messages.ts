@@ -15,33 +15,36 @@ export const COMMAND_OPS = ['status', 'dump'] as const;
 const ms = s.number({ min: 0, max: 1e13 });
 const seq = s.int({ min: 0 });
 
-export const helloSchema = s.object({
-  protocol: s.int({ min: 1, max: 0xffff }),
-  probeVersion: s.string({ max: 64 }),
-  /** Random per probe process. Clones restored from one snapshot share it, which is why
-   *  the collector never uses it as identity: the socket a connection arrived on is. */
-  instanceId: s.string({ min: 8, max: 64 }),
-  /** How many sessions this probe process has opened, this one included. */
-  generation: s.int({ min: 1 }),
-  bootId: s.string({ max: 64 }),
-  clocks: s.object({ wallMs: ms, sinceBootMs: ms }),
-  /** Highest sequence number the probe has assigned so far (0 = none). */
-  lastSeq: seq,
-  /** The ring's lastSeq when this probe process's previous session was lost (absent in its
-   *  first session): after a restore, events up to it were made before the transport reset,
-   *  in the VM's previous life, and the collector files them there. */
-  lostAtSeq: s.optional(seq),
-  config: s.object({
-    target: s.string({ max: MAX_NAME }),
-    expectPort: s.int({ min: 0, max: 65535 }),
-    /** The probe can take a harmless goroutine dump (it has a pprof URL). */
-    pprof: s.optional(s.boolean()),
-  }),
-  status: statusSchema,
-});
+// Each side's schemas are made when it first decodes (schema.ts lazy): the probe never
+// parses what it sends, and its start-up, up to its hello, parses nothing.
+const helloSchema = () =>
+  s.object({
+    protocol: s.int({ min: 1, max: 0xffff }),
+    probeVersion: s.string({ max: 64 }),
+    /** Random per probe process. Clones restored from one snapshot share it, which is why
+     *  the collector never uses it as identity: the socket a connection arrived on is. */
+    instanceId: s.string({ min: 8, max: 64 }),
+    /** How many sessions this probe process has opened, this one included. */
+    generation: s.int({ min: 1 }),
+    bootId: s.string({ max: 64 }),
+    clocks: s.object({ wallMs: ms, sinceBootMs: ms }),
+    /** Highest sequence number the probe has assigned so far (0 = none). */
+    lastSeq: seq,
+    /** The ring's lastSeq when this probe process's previous session was lost (absent in its
+     *  first session): after a restore, events up to it were made before the transport reset,
+     *  in the VM's previous life, and the collector files them there. */
+    lostAtSeq: s.optional(seq),
+    config: s.object({
+      target: s.string({ max: MAX_NAME }),
+      expectPort: s.int({ min: 0, max: 65535 }),
+      /** The probe can take a harmless goroutine dump (it has a pprof URL). */
+      pprof: s.optional(s.boolean()),
+    }),
+    status: statusSchema,
+  });
 
-export const probeMessages = {
-  hello: helloSchema,
+const probeMessages = () => ({
+  hello: helloSchema(),
   events: s.object({ events: s.array(eventSchema, { max: MAX_EVENTS_PER_BATCH }) }),
   /** Events from..to (inclusive) fell out of the probe's ring before they were acked. */
   gap: s.object({ from: s.int({ min: 1 }), to: s.int({ min: 1 }) }),
@@ -69,9 +72,9 @@ export const probeMessages = {
     ),
   }),
   heartbeat: s.object({ sinceBootMs: ms }),
-};
+});
 
-export const collectorMessages = {
+const collectorMessages = () => ({
   /** Answer to hello: the probe resends every event after `ack`. */
   welcome: s.object({ ack: seq, hostWallMs: ms }),
   /** Everything up to and including `seq` is durable on the host. */
@@ -83,10 +86,10 @@ export const collectorMessages = {
     destructive: s.optional(s.boolean()),
   }),
   heartbeat: s.object({}),
-};
+});
 
-export const probeMessageSchema = s.variant('type', probeMessages, 'ERR_UNKNOWN_TYPE');
-export const collectorMessageSchema = s.variant('type', collectorMessages, 'ERR_UNKNOWN_TYPE');
+export const probeMessageSchema = s.lazy(() => s.variant('type', probeMessages(), 'ERR_UNKNOWN_TYPE'));
+export const collectorMessageSchema = s.lazy(() => s.variant('type', collectorMessages(), 'ERR_UNKNOWN_TYPE'));
 
 export type ProbeMessage = s.Infer<typeof probeMessageSchema>;
 export type CollectorMessage = s.Infer<typeof collectorMessageSchema>;

@@ -128,9 +128,12 @@ export function oneOf<const V extends readonly string[]>(values: V): Schema<V[nu
   };
 }
 
-/** A schema defined later in the file (for self-reference, e.g. a keyframe holding a status). */
-export function lazy<T>(get: () => Schema<T>): Schema<T> {
-  return { parse: (v) => get().parse(v) };
+/** A schema made when it first parses: for self-reference (a keyframe holds a status), and so
+ *  that each side builds only what it reads (the probe never parses a hello, and builds the
+ *  schemas it does need after its own hello is out). */
+export function lazy<T>(make: () => Schema<T>): Schema<T> {
+  let made: Schema<T> | undefined;
+  return { parse: (v) => (made ??= make()).parse(v) };
 }
 
 export function nullable<T>(inner: Schema<T>): Schema<T | null> {
