@@ -2,8 +2,8 @@
 // boot's path, and compiling one of these (Node compiles its own modules on first require)
 // costs about a millisecond each: a probe with no --health-url, no pprof, no wrapped command
 // and no journal never loads node:http, node:child_process or node:os, and node:crypto only
-// if /dev/urandom is missing. node:net (with the streams under it) every probe needs, but
-// only after its first hello is out on the raw fd (dial.ts).
+// if the addon cannot read /dev/urandom. node:net (with the streams under it) every probe
+// needs, but only after its first hello is out on the raw fd (dial.ts).
 // (A static import would be evaluated when the bundle loads, whether used or not.)
 
 import { createRequire } from 'node:module';

@@ -76,6 +76,8 @@ export interface NativeAddon {
    * TypeError for a non-string path or magic, or magic not 1-15 characters.
    */
   readSealed(path: string, magic: string): Buffer | 'missing' | 'corrupt';
+  /** `n` bytes (1-64) of /dev/urandom as hex; null when there is none. RangeError for another `n`. */
+  randomHex(n: number): string | null;
   /**
    * process_vm_readv of `count` ranges of process `pid` (segs: [address, length] pairs) into
    * `dst`, packed one after another; `got[i]` is set to the bytes range i gave (less than its

@@ -5,6 +5,7 @@
 #include "diag.h"
 #include "memread.h"
 #include "notify.h"
+#include "random.h"
 #include "uevent.h"
 #include "vsock.h"
 
@@ -19,6 +20,7 @@ static napi_value init(napi_env env, napi_value exports) {
   if (checksum_register(env, exports) != napi_ok) return NULL;
   if (memread_register(env, exports) != napi_ok) return NULL;
   if (uevent_register(env, exports) != napi_ok) return NULL;
+  if (random_register(env, exports) != napi_ok) return NULL;
   return exports;
 }
 
