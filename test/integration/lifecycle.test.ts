@@ -10,7 +10,13 @@ import { waitFor } from '../support/wait.js';
 import { testBed } from '../harness/testbed.js';
 import { FAKE_ENVD_PHASES } from '../harness/fake-envd.js';
 
-const bed = testBed(['--stall-after', '1500ms', '--start-deadline', '20s']);
+// With the readiness thread, as the shipped unit runs it: wait-ready may ask either port.
+const bed = testBed(['--stall-after', '1500ms', '--start-deadline', '20s', '--readiness-http', '127.0.0.1:0']);
+const readinessUrl = () => {
+  const url = bed.collector.readinessUrl;
+  if (!url) throw new Error('the collector reported no readiness URL');
+  return url;
+};
 const { sandbox } = bed;
 
 describe('a sandbox through its life', () => {
@@ -18,6 +24,9 @@ describe('a sandbox through its life', () => {
     const sb = await sandbox({ id: 'healthy', envd: [] });
     const res = await cli(bed.collector, ['wait-ready', 'healthy', '--timeout', '20s']);
     expect(res.code, res.stderr + sb.output()).toBe(0);
+    const viaThread = await cli(bed.collector, ['wait-ready', 'healthy', '--timeout', '5s', '--readiness-url', readinessUrl(), '--json']);
+    expect(viaThread.code, viaThread.stderr).toBe(0);
+    expect(JSON.parse(viaThread.stdout)).toMatchObject({ ready: true, state: 'ready', timedOut: false });
     const d = (await bed.collector.api('GET', '/v1/sandboxes/healthy')).body;
     expect(d.state).toBe('ready');
     expect(d.reason).toMatch(/fake-envd \(pid \d+\) listening on :\d+ since .* READY=1/);
@@ -33,8 +42,11 @@ describe('a sandbox through its life', () => {
 
   it('envd hung in phase cgroup-manager → stuck, naming the target, the port and the phase; wait-ready exits 3', async () => {
     const sb = await sandbox({ id: 'hung', envd: ['-hang-in', 'cgroup-manager'] });
-    const res = await cli(bed.collector, ['wait-ready', 'hung', '--timeout', '20s']);
+    // From the readiness thread: the same exit, and the state change printed as it came.
+    const res = await cli(bed.collector, ['wait-ready', 'hung', '--timeout', '20s', '--readiness-url', readinessUrl()]);
     expect(res.code, res.stderr + sb.output()).toBe(3);
+    expect(res.stderr).toMatch(/hung: .*stuck.* — fake-envd alive/);
+    expect((await cli(bed.collector, ['wait-ready', 'hung', '--timeout', '5s'])).code).toBe(3);
     const d = await waitForState(bed.collector, 'hung', 'stuck');
     expect(d.reason).toContain('fake-envd alive');
     expect(d.reason).toContain(`nothing listening on :${sb.expectPort}`);
@@ -82,6 +94,12 @@ describe('a sandbox through its life', () => {
     expect(st.stdout).toContain('READY=1');
     const filtered = JSON.parse((await cli(bed.collector, ['ls', '--state', 'ready', '--json'])).stdout);
     expect(filtered.every((s: any) => s.state === 'ready')).toBe(true);
+    // A readiness URL nothing answers on: said, with the flag it came from.
+    const away = await cli(bed.collector, ['wait-ready', 'cli-a', '--readiness-url', 'http://127.0.0.1:1']);
+    expect(away.code).toBe(1);
+    expect(away.stderr).toContain('cannot reach the collector at http://127.0.0.1:1');
+    expect(away.stderr).toContain('--readiness-url / VSOCKDIAG_READINESS_URL');
+    expect((await cli(bed.collector, ['wait-ready', 'cli-a', '--readiness-url', 'ftp://x'])).stderr).toContain('must be http://');
     const missing = await cli(bed.collector, ['status', 'nope']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('NOT_FOUND');

@@ -13,6 +13,8 @@ export class ClientError extends Error {
 export interface ClientOptions {
   url: string;
   token?: string;
+  /** Where `url` came from, for the message when it cannot be reached. */
+  urlFrom?: string;
 }
 
 export class CollectorClient {
@@ -44,7 +46,7 @@ export class CollectorClient {
     } catch (err) {
       const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
       throw new ClientError(
-        `cannot reach the collector at ${this.base} (${cause}); is "vsockdiag collector" running? (--collector / VSOCKDIAG_URL)`,
+        `cannot reach the collector at ${this.base} (${cause}); is "vsockdiag collector" running? (${this.opts.urlFrom ?? '--collector / VSOCKDIAG_URL'})`,
         null,
         null,
       );

@@ -75,10 +75,12 @@ function httpUrl(v: string): string {
 
 const mib = (bytes: number) => `${bytes / 1024 ** 2}MiB`;
 
-function client(cmd: Command): CollectorClient {
+/** A client of the collector's API, or of its readiness port instead, with the same token. */
+function client(cmd: Command, readinessUrl?: string): CollectorClient {
   const o = cmd.optsWithGlobals<{ collector: string }>();
   const token = resolveToken(cmd);
-  return new CollectorClient({ url: o.collector, ...(token ? { token } : {}) });
+  const at = readinessUrl ? { url: readinessUrl, urlFrom: '--readiness-url / VSOCKDIAG_READINESS_URL' } : { url: o.collector };
+  return new CollectorClient({ ...at, ...(token ? { token } : {}) });
 }
 
 function print(json: boolean, value: unknown, human: () => string): void {
@@ -289,9 +291,14 @@ export function buildProgram(): Command {
     .command('wait-ready <id>')
     .description('wait until the sandbox is ready (exit 0), stuck or exited (exit 3), or the timeout passes (exit 2)')
     .option('--timeout <d>', 'how long to wait', parseDuration, 30_000)
+    .addOption(
+      new Option('--readiness-url <url>', "ask the collector's readiness thread (its --readiness-http) instead of the API")
+        .env('VSOCKDIAG_READINESS_URL')
+        .argParser(httpUrl),
+    )
     .option('--json', 'JSON output')
     .action(async (id: string, o, cmd: Command) => {
-      const c = client(cmd);
+      const c = client(cmd, o.readinessUrl);
       const deadline = Date.now() + o.timeout;
       let last = '';
       for (;;) {
