@@ -22,8 +22,8 @@
  * readSealed reads and checks in one call, for the same reason: Node's first fs.readFileSync of
  * a Buffer in a process costs 0.3-0.4 ms of its own set-up, more than reading the 200 KB does. */
 #include "checksum.h"
+#include "read-all.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
@@ -64,6 +64,11 @@ static uint64_t hash_words(const uint8_t *data, size_t len) {
 /* Far above any code cache (~200 KB): a bigger file is not one of ours. */
 #define MAX_SEALED_BYTES (64u << 20)
 
+/* The hash of the bytes as HEX_DIGITS lower-case hex digits and a NUL. */
+static void hash_hex(const uint8_t *data, size_t len, char hex[HEX_DIGITS + 1]) {
+  snprintf(hex, HEX_DIGITS + 1, "%016llx", (unsigned long long)hash_words(data, len));
+}
+
 static napi_value throw_type(napi_env env, const char *msg) {
   napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", msg);
   return NULL;
@@ -99,23 +104,11 @@ static napi_value checksum(napi_env env, napi_callback_info info) {
     return throw_type(env, "checksum(bytes): bytes must be a Buffer or TypedArray");
   }
 
-  char hex[17];
-  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash_words(data, len));
+  char hex[HEX_DIGITS + 1];
+  hash_hex(data, len, hex);
   napi_value out;
-  if (napi_create_string_latin1(env, hex, 16, &out) != napi_ok) return NULL;
+  if (napi_create_string_latin1(env, hex, HEX_DIGITS, &out) != napi_ok) return NULL;
   return out;
-}
-
-/* Reads exactly len bytes at the file's current offset; false on an error or an early end. */
-static bool read_all(int fd, uint8_t *to, size_t len) {
-  while (len > 0) {
-    ssize_t n = read(fd, to, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    to += n;
-    len -= (size_t)n;
-  }
-  return true;
 }
 
 static napi_value state(napi_env env, const char *name) {
@@ -158,7 +151,7 @@ static napi_value read_sealed(napi_env env, napi_callback_info info) {
     uint8_t extra;
     if (read_all(fd, data, len) && read(fd, &extra, 1) == 0) {
       char hex[HEX_DIGITS + 1];
-      snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash_words(data, len));
+      hash_hex(data, len, hex);
       if (memcmp(header + magic_len, hex, HEX_DIGITS) == 0) out = buf;
     }
   }

@@ -6,9 +6,10 @@
  * node:crypto costs more to load. /dev/urandom rather than getrandom(2), which blocks until the
  * kernel's pool is initialised: the probe starts early in a VM's boot and must not wait. */
 #include "random.h"
+#include "read-all.h"
 
-#include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -27,18 +28,13 @@ static napi_value random_hex(napi_env env, napi_callback_info info) {
   }
   size_t n = (size_t)want;
   uint8_t bytes[MAX_RANDOM_BYTES];
-  size_t got = 0;
+  bool got = false;
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
-    while (got < n) {
-      ssize_t r = read(fd, bytes + got, n - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += (size_t)r;
-    }
+    got = read_all(fd, bytes, n);
     close(fd);
   }
-  if (got < n) return napi_get_null(env, &out) == napi_ok ? out : NULL;
+  if (!got) return napi_get_null(env, &out) == napi_ok ? out : NULL;
   static const char digits[] = "0123456789abcdef";
   char hex[2 * MAX_RANDOM_BYTES];
   for (size_t i = 0; i < n; i++) {
