@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '@vsockdiag/proto';
-import { PROBE_BIN, PROBE_ENV, ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { PROBE_ENV, ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
@@ -164,7 +164,7 @@ export async function measureProbeMicro(progress: Progress): Promise<ProbeMicro>
 // ---------------------------------------------------------------------------------------------
 // Part 2: CPU share of the real probe over a window.
 
-interface LoadedSandbox {
+export interface LoadedSandbox {
   id: string;
   udsPath: string;
   ns: NsProcess;
@@ -181,6 +181,8 @@ export async function startLoadedSandbox(
   id: string,
   envdArgs: string[],
   load: { processes: number; connections: number },
+  /** The probe's command up to its flags (node, its options, the launcher); default the built probe. */
+  probeHead?: string[],
 ): Promise<LoadedSandbox> {
   const envd = await buildFakeEnvd();
   const dir = path.join(root, id);
@@ -193,7 +195,8 @@ export async function startLoadedSandbox(
   const probe = [
     'env',
     ...Object.entries(PROBE_ENV).map(([k, v]) => `${k}=${v}`),
-    ...probeCommand(dir, notify, DEFAULTS.expectPort, TARGET),
+    ...(probeHead ?? []),
+    ...probeCommand(dir, notify, DEFAULTS.expectPort, TARGET).slice(probeHead ? 2 : 0),
   ];
   const lines = [
     ...loadLines(dir, load.processes, load.connections),
@@ -208,7 +211,8 @@ export async function startLoadedSandbox(
   const probePid = () =>
     descendants(ns.proc.pid!).find((p) => {
       try {
-        return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(PROBE_BIN);
+        // Only the probe has the notify socket's path among its arguments (envd gets it in its environment).
+        return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(`\0${notify}\0`);
       } catch {
         return false;
       }
