@@ -74,6 +74,18 @@ const common = {
 const tmp = (name) => path.join(out, `${name}.tmp`);
 const commit = (name) => fs.renameSync(tmp(name), path.join(out, name));
 
+// The bundle is written as one function expression, called at its end:
+//   (function (exports, require, module, __filename, __dirname) {BODY
+//   })(exports, require, module, __filename, __dirname);
+// Node runs the file as it is (a CommonJS module whose one statement calls the function); the
+// launcher compiles the file less its last line, the function, from the file's own pages
+// (launcher.ts: the addon maps it, so V8 keeps no copy of the text in its heap). The
+// "use strict" directive opens the function's body, which makes the whole bundle strict code,
+// as its ES module sources were.
+const BUNDLE_HEAD = '(function (exports, require, module, __filename, __dirname) {';
+/** What the launcher takes off the file's end; it passes the same string to the addon. */
+const BUNDLE_TRAILER = '(exports, require, module, __filename, __dirname);\n';
+
 await build({
   ...common,
   entryPoints: [path.join(here, 'src/index.ts')],
@@ -88,11 +100,16 @@ await build({
     js: '"use strict";const __probe_url = { get href() { return require("node:url").pathToFileURL(__filename).href; } };',
   },
 });
+{
+  const file = tmp('vsockdiag-probe.bundle.js');
+  fs.writeFileSync(file, `${BUNDLE_HEAD}${fs.readFileSync(file, 'utf8')}\n})${BUNDLE_TRAILER}`);
+}
 await build({
   ...common,
   entryPoints: [path.join(here, 'src/launcher.ts')],
   outfile: tmp('vsockdiag-probe.js'),
   banner: { js: '#!/usr/bin/env node' },
+  define: { BUNDLE_TRAILER: JSON.stringify(BUNDLE_TRAILER) },
 });
 fs.chmodSync(tmp('vsockdiag-probe.js'), 0o755);
 // The addon likewise by rename, never in place: a running probe has it mapped, and

@@ -4,7 +4,7 @@
   "targets": [
     {
       "target_name": "vsockdiag",
-      "sources": ["src/addon.c", "src/notify.c", "src/vsock.c", "src/diag.c", "src/checksum.c", "src/random.c", "src/memread.c", "src/uevent.c"],
+      "sources": ["src/addon.c", "src/notify.c", "src/vsock.c", "src/diag.c", "src/checksum.c", "src/random.c", "src/memread.c", "src/uevent.c", "src/source.c"],
       "defines": ["NAPI_VERSION=8", "_GNU_SOURCE"],
       "cflags": ["-Wall", "-Wextra"],
       "cflags_c": ["-std=gnu11"],

@@ -16,6 +16,13 @@
 // guest-probe/code-cache.mjs), so a read-only root filesystem is fine. VSOCKDIAG_CODE_CACHE=report
 // says on stderr whether the cache was used.
 //
+// The bundle's text is compiled from the file's own pages: V8 keeps a script's source as long
+// as the script lives, and a copy in V8's heap would be 156 KiB of the probe's anonymous
+// memory for its whole life. The build writes the bundle as a function expression called on
+// its last line (build.mjs); the addon maps the file and hands V8 all of it but that line, as
+// an external string (native/src/source.c). Without the addon, or for a bundle not written
+// that way, the file is read into the heap and wrapped here as Node wraps a module.
+//
 // Bundled on its own as CommonJS (guest-probe/build.mjs); it imports nothing of the probe.
 
 import fs from 'node:fs';
@@ -29,24 +36,33 @@ const cacheFile = path.join(__dirname, 'vsockdiag-probe.bundle.cache');
 const MAGIC = 'VDC2';
 const mode = process.env.VSOCKDIAG_CODE_CACHE;
 const require = createRequire(bundle);
+/** The bundle's last line (build.mjs defines it). */
+declare const BUNDLE_TRAILER: string;
 
-/** The cache's V8 data if the file is whole, else why not. */
-function readCache(): { data: Buffer } | { state: 'missing' | 'corrupt' | 'unchecked' } {
-  let addon: Pick<NativeAddon, 'readSealed'>;
+function loadAddon(): NativeAddon | null {
   try {
     // The same file the probe loads later (require caches it): no extra cost at start.
-    addon = require(path.join(__dirname, 'vsockdiag.node')) as NativeAddon;
+    return require(path.join(__dirname, 'vsockdiag.node')) as NativeAddon;
   } catch {
-    return { state: 'unchecked' }; // the probe will say why the addon does not load
+    return null; // the probe will say why the addon does not load
   }
+}
+
+/** The cache's V8 data if the file is whole, else why not. */
+function readCache(addon: NativeAddon | null): { data: Buffer } | { state: 'missing' | 'corrupt' | 'unchecked' } {
+  if (!addon) return { state: 'unchecked' };
   // Read and checked in one call: Node's first fs.readFileSync of a Buffer costs more (0.3 ms).
   const data = addon.readSealed(cacheFile, MAGIC);
   return typeof data === 'string' ? { state: data } : { data };
 }
 
-function readBundle(): string {
+/** The bundle as a function expression: mapped by the addon, else read here. */
+function bundleSource(addon: NativeAddon | null): string {
+  const mapped = addon?.mapSource(bundle, BUNDLE_TRAILER);
+  if (mapped) return mapped;
+  let text: string;
   try {
-    return fs.readFileSync(bundle, 'utf8');
+    text = fs.readFileSync(bundle, 'utf8');
   } catch (err) {
     process.stderr.write(
       `vsockdiag-probe: cannot read ${bundle} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): ` +
@@ -54,11 +70,14 @@ function readBundle(): string {
     );
     process.exit(1);
   }
+  if (text.endsWith(BUNDLE_TRAILER)) return text.slice(0, -BUNDLE_TRAILER.length);
+  // Any other CommonJS file: the same wrapper Node puts around a module, so it sees the usual globals.
+  return `(function (exports, require, module, __filename, __dirname) {${text}\n})`;
 }
 
-const cache = mode === 'write' ? { state: 'missing' as const } : readCache();
-// The same wrapper Node puts around a CommonJS module, so the bundle sees the usual globals.
-const source = `(function (exports, require, module, __filename, __dirname) {${readBundle()}\n})`;
+const addon = loadAddon();
+const cache = mode === 'write' ? { state: 'missing' as const } : readCache(addon);
+const source = bundleSource(addon);
 const script = new vm.Script(source, { filename: bundle, ...('data' in cache ? { cachedData: cache.data } : {}) });
 
 if (mode === 'report') {
@@ -66,12 +85,13 @@ if (mode === 'report') {
   process.stderr.write(`vsockdiag-probe: code cache ${state}\n`);
 }
 if (mode === 'write') {
+  if (!addon) throw new Error('writing the code cache needs vsockdiag.node (its checksum) beside the launcher');
+  const sealer = addon;
   // At exit the cache holds every function compiled so far: the whole start-up path.
   process.once('exit', () => {
     const data = script.createCachedData();
-    const addon = require(path.join(__dirname, 'vsockdiag.node')) as NativeAddon;
     const tmp = `${cacheFile}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, Buffer.concat([Buffer.from(MAGIC + addon.checksum(data), 'latin1'), data]));
+    fs.writeFileSync(tmp, Buffer.concat([Buffer.from(MAGIC + sealer.checksum(data), 'latin1'), data]));
     fs.renameSync(tmp, cacheFile);
   });
 }

@@ -76,6 +76,14 @@ export interface NativeAddon {
    * TypeError for a non-string path or magic, or magic not 1-15 characters.
    */
   readSealed(path: string, magic: string): Buffer | 'missing' | 'corrupt';
+  /**
+   * An ASCII file that ends with `trailer`, less the trailer, as a string whose characters stay
+   * in the file's pages (an external string over a read-only mapping, for the launcher's
+   * bundle); null when the file cannot be opened, is not a regular file, lacks the trailer or
+   * holds a byte over 0x7f. The file must not change in place while the string lives.
+   * TypeError for non-string arguments. See source.c.
+   */
+  mapSource(path: string, trailer: string): string | null;
   /** `n` bytes (1-64) of /dev/urandom as hex; null when there is none. RangeError for another `n`. */
   randomHex(n: number): string | null;
   /**

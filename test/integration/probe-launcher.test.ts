@@ -13,6 +13,7 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import { FrameDecoder, decodeProbeMessage } from '@vsockdiag/proto';
 import { ROOT, requireBuilt, soloProbeArgs } from '../harness/collector.js';
 import { helloNote } from '../harness/hello-note.js';
+import { waitFor } from '../support/wait.js';
 
 const DIST = path.join(ROOT, 'guest-probe/dist');
 const addon = createRequire(import.meta.url)(path.join(DIST, 'vsockdiag.node')) as { checksum(b: Buffer): string };
@@ -110,9 +111,29 @@ it('rejects a cache made for another bundle (a rebuild without a new cache)', ()
   expect(version().stderr).toContain('code cache rejected');
 });
 
-it('is strict code, as its ES module sources were (the directive must open the bundle)', () => {
+it('is strict code, as its ES module sources were (the directive must open the function the bundle is)', () => {
   const bundle = fs.readFileSync(path.join(DIST, 'vsockdiag-probe.bundle.js'), 'utf8');
-  expect(bundle.startsWith('"use strict";')).toBe(true);
+  expect(bundle.startsWith('(function (exports, require, module, __filename, __dirname) {"use strict";')).toBe(true);
+});
+
+// V8 keeps a script's source for the script's life: the launcher has the addon map the
+// bundle and hand it to V8 as an external string, so the text stays in the file's pages.
+it("compiles the bundle from the file's own pages, which stay mapped while it runs", async () => {
+  const probe = spawn(process.execPath, [path.join(dir, 'vsockdiag-probe.js'), ...soloProbeArgs(path.join(dir, 'nobody.sock'))], {
+    stdio: 'ignore',
+  });
+  try {
+    const bundle = path.join(dir, 'vsockdiag-probe.bundle.js');
+    const line = await waitFor('the bundle among the mappings', () =>
+      fs
+        .readFileSync(`/proc/${probe.pid}/maps`, 'utf8')
+        .split('\n')
+        .find((l) => l.endsWith(` ${bundle}`)),
+    );
+    expect(line.split(/\s+/)[1]).toBe('r--p');
+  } finally {
+    probe.kill('SIGKILL');
+  }
 });
 
 it('says clearly when the bundle is not beside it', () => {

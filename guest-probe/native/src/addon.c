@@ -6,6 +6,7 @@
 #include "memread.h"
 #include "notify.h"
 #include "random.h"
+#include "source.h"
 #include "uevent.h"
 #include "vsock.h"
 
@@ -21,6 +22,7 @@ static napi_value init(napi_env env, napi_value exports) {
   if (memread_register(env, exports) != napi_ok) return NULL;
   if (uevent_register(env, exports) != napi_ok) return NULL;
   if (random_register(env, exports) != napi_ok) return NULL;
+  if (source_register(env, exports) != napi_ok) return NULL;
   return exports;
 }
 
