@@ -3,7 +3,8 @@
 // costs about a millisecond each: a probe with no --health-url, no pprof, no wrapped command
 // and no journal never loads node:http, node:child_process or node:os, and node:crypto only
 // if the addon cannot read /dev/urandom. node:net (with the streams under it) every probe
-// needs, but only after its first hello is out on the raw fd (dial.ts).
+// needs, but only after its first hello is out on the raw fd (dial.ts); node:v8 likewise,
+// to set V8's flags once the probe is up (v8-flags.ts).
 // (A static import would be evaluated when the bundle loads, whether used or not.)
 
 import { createRequire } from 'node:module';
@@ -18,3 +19,4 @@ export const childProcess = (): typeof import('node:child_process') => load('nod
 export const crypto = (): typeof import('node:crypto') => load('node:crypto');
 export const os = (): typeof import('node:os') => load('node:os');
 export const net = (): typeof import('node:net') => load('node:net');
+export const v8 = (): typeof import('node:v8') => load('node:v8');

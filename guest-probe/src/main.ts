@@ -1,6 +1,7 @@
 // vsockdiag-probe: entry point of the bundled guest binary.
 
 import { parseAddress } from '@vsockdiag/proto';
+import { useLessMemory } from './v8-flags.js';
 import { ConfigError, formatConfig, parseArgs, usage, type ProbeConfig } from './config.js';
 import { PROBE_VERSION, Probe } from './probe.js';
 import { enableVsock, vsockUsable } from './vsock/index.js';
@@ -37,6 +38,8 @@ export async function main(argv: string[]): Promise<void> {
     }
   }
   await probe.start();
+  // Process-wide, so here rather than in Probe: tests start Probes inside the test runner.
+  useLessMemory();
   if (vsock) await requireVsock(parsed.config);
 }
 

@@ -32,6 +32,7 @@ import { HealthChecker } from './health.js';
 import { KmsgReader } from './kmsg.js';
 import { loadNative, type NativeAddon } from './native.js';
 import { UeventWatcher } from './uevent.js';
+import { setSettled, withDumpFlags } from './v8-flags.js';
 import { FileFollower } from './logs/follow-file.js';
 import { JournalFollower } from './logs/journal.js';
 import { LogWatcher } from './logs/log-watcher.js';
@@ -239,6 +240,7 @@ export class Probe {
 
   private sample(): void {
     for (const w of this.watchers) w.tick();
+    setSettled(this.settled);
   }
 
   /** Now and then the whole status as one event: a collector that missed deltas (a gap)
@@ -271,7 +273,7 @@ export class Probe {
       case 'status':
         return { ok: true, status: this.status };
       case 'dump':
-        return this.dump(c, channel);
+        return withDumpFlags(() => this.dump(c, channel));
     }
   }
 

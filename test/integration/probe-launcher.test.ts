@@ -106,6 +106,70 @@ it('writes its hello on the raw socket before it loads node:net, streams or perf
   expect(seen.loaded.filter((m) => LATER.includes(m))).toEqual([]);
 });
 
+// Once up, the probe has V8 interpret its code and compile no more machine code, and once its
+// target is settled collect only in full (guest-probe/src/v8-flags.ts), for memory. Seen from
+// inside, with a preload that has V8 optimise a function of its own and counts collections
+// once the flags are set.
+interface TierNote {
+  v8Loaded: boolean;
+  status: number;
+  minor: number;
+  major: number;
+}
+
+function tierNote(opts: { env?: Record<string, string>; args?: string[] } = {}): Promise<TierNote> {
+  const file = path.join(dir, 'tier-note.json');
+  const probe = spawn(
+    process.execPath,
+    [
+      '--allow-natives-syntax',
+      '--require',
+      path.join(ROOT, 'test/harness/tier-note.cjs'),
+      path.join(dir, 'vsockdiag-probe.js'),
+      // No collector: the first attempt fails at once, and start-up goes on without it.
+      ...soloProbeArgs(path.join(dir, 'nobody.sock')),
+      ...(opts.args ?? []),
+    ],
+    { stdio: 'ignore', env: { ...process.env, ...opts.env, VD_TIER_NOTE: file } },
+  );
+  return waitFor('the tier note', () => (fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')) as TierNote) : null), {
+    timeoutMs: 20_000,
+  }).finally(() => probe.kill('SIGKILL'));
+}
+
+const OPTIMISED = 16; // %GetOptimizationStatus: kOptimized
+
+it('compiles no more machine code once it is up, and scavenges while its target is not settled', async () => {
+  const note = await tierNote();
+  expect(note.v8Loaded).toBe(true);
+  expect(note.status & OPTIMISED).toBe(0);
+  expect(note.minor).toBeGreaterThan(0);
+});
+
+it('collects garbage only in full once its target is settled', async () => {
+  // A free port for the target (wrapped: the probe's child) to bind.
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise((r) => server.close(r));
+  // It ends when the probe does (killed at the end of tierNote): its parent changes then.
+  const target = `require('node:net').createServer().listen(${port}, '127.0.0.1'); const p = process.ppid; setInterval(() => process.ppid !== p && process.exit(0), 100)`;
+  const note = await tierNote({
+    env: { VD_TIER_UNTIL: 'full-gc' },
+    args: ['--expect-port', String(port), '--', process.execPath, '-e', target],
+  });
+  expect(note.status & OPTIMISED).toBe(0);
+  expect(note.major).toBeGreaterThan(0);
+  expect(note.minor).toBe(0);
+});
+
+it("keeps V8's defaults in the run that writes the code cache (V8 stamps a cache with the flags)", async () => {
+  const note = await tierNote({ env: { VSOCKDIAG_CODE_CACHE: 'write' } });
+  expect(note.v8Loaded).toBe(false);
+  expect(note.status & OPTIMISED).toBe(OPTIMISED);
+  expect(note.minor).toBeGreaterThan(0);
+});
+
 it('rejects a cache made for another bundle (a rebuild without a new cache)', () => {
   fs.appendFileSync(path.join(dir, 'vsockdiag-probe.bundle.js'), '\n// changed\n');
   expect(version().stderr).toContain('code cache rejected');

@@ -1,0 +1,77 @@
+// Once the probe is up, V8 trades a little CPU for memory: it runs the probe's code in the
+// interpreter alone, and once the target is settled (the probe samples at 1 Hz) every garbage
+// collection is a full one.
+//
+// Why: the probe should cost a VM little more than Node itself. Measured side by side in
+// loaded sandboxes (test/bench/FINDINGS.md, "the probe's memory: V8's flags at run time"):
+// - No more machine code. The probe's steady work is one sample a second, which never gets
+//   hot, yet Sparkplug's baseline code, TurboFan's optimised code and irregexp's native
+//   regular expressions kept about 0.4 MiB of executable pages, and TurboFan's compile
+//   zones left the malloc heap about 0.4 MiB larger. Interpreted, the probe at 1 Hz used no
+//   more CPU; at boot rate (25 samples a second) about a fifth more.
+// - Full collections only, at 1 Hz. A scavenge promotes what lived through two of them, and
+//   the promoted garbage piled up in the old generation until V8 got round to a full
+//   collection: the settled probe's V8 heap grew from 18 to 23 pages of 256 KiB between
+//   them. Collecting everything each time keeps it at 18, for a millisecond or two a few
+//   times a minute. At boot rate the collections come 25 times as often, cost a further
+//   seventh of the probe's CPU and saved no memory there: scavenges until settled.
+//
+// A dump is another matter (withDumpFlags). Reading 10,000 goroutines from a Go target's memory
+// took 560 ms of the probe's CPU interpreted, against 50 with all of V8's compilers; with
+// Sparkplug's baseline code (and native regular expressions, and scavenges) it took 210 ms, and
+// the probe's memory peaked lower than with TurboFan (+10.8 MiB against +13.7 to +19). So dumps
+// run with those; the baseline code they leave behind stays.
+//
+// Not on the command line: flags are part of what V8's code cache must match, so a flag in
+// a unit file that the build's cache was not made with would have V8 reject the cache
+// (launcher.ts). The bundle is compiled with the cache under the default flags and the flags
+// change afterwards, which V8 allows at any time: code already compiled stays, nothing new
+// is compiled to machine code. The run that writes the cache (VSOCKDIAG_CODE_CACHE=write,
+// guest-probe/code-cache.mjs) keeps the defaults, because V8 stamps a cache with the flags
+// in force when the cache is made.
+
+import * as lazy from './lazy-builtins.js';
+
+/** Compilers off: the probe's code is interpreted. */
+export const INTERPRET = '--no-turbofan --no-sparkplug --regexp-interpret-all';
+/** While a dump runs: baseline code and native regular expressions; TurboFan stays off. */
+export const FOR_DUMPS = '--sparkplug --no-regexp-interpret-all';
+
+let lean = false;
+let settled = false;
+let dumps = 0;
+
+/** The flags for the probe's state now. */
+function apply(): void {
+  const gc = settled && dumps === 0 ? '--gc-global' : '--no-gc-global';
+  lazy.v8().setFlagsFromString(`${dumps > 0 ? FOR_DUMPS : INTERPRET} ${gc}`);
+}
+
+/** Called once the probe is up (its first hello out): node:v8 is one more module to load.
+ *  False when the flags were left alone. */
+export function useLessMemory(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env.VSOCKDIAG_CODE_CACHE === 'write') return false;
+  lean = true;
+  apply();
+  return true;
+}
+
+/** The target is settled (1 Hz) or not (boot rate): full collections only when it is.
+ *  Nothing happens in a process that never called useLessMemory (tests run Probes). */
+export function setSettled(now: boolean): void {
+  if (now === settled) return;
+  settled = now;
+  if (lean) apply();
+}
+
+/** Runs `work` (a dump) with FOR_DUMPS, back to the probe's flags when the last such work
+ *  ends. Changes nothing in a process that never called useLessMemory. */
+export async function withDumpFlags<T>(work: () => Promise<T>): Promise<T> {
+  if (!lean) return work();
+  if (dumps++ === 0) apply();
+  try {
+    return await work();
+  } finally {
+    if (--dumps === 0) apply();
+  }
+}
