@@ -166,6 +166,7 @@ export class Probe {
       // just means the collector is not there yet.
       ...(parseAddress(config.connect).kind === 'vsock' ? { isFatal: (err: unknown) => !isRetryable(err) } : {}),
     });
+    this.link.on('ack', (seq: number) => this.ring.acked(seq));
   }
 
   /** Records one observation: numbered, stamped (now, or `t` when the source knows when it

@@ -224,3 +224,50 @@ describe('EventRing over long runs', () => {
     expect(ring.after(100_000 - 3).events.map((e) => e.t)).toEqual([99_998, 99_999, 100_000]);
   });
 });
+
+describe('EventRing after acks', () => {
+  it('keeps only the newest keepAckedEvents of what the collector acked, and all it has not', () => {
+    const ring = new EventRing({ keepAckedEvents: 3 });
+    fill(ring, 10);
+    ring.acked(7);
+    expect(ring.oldestSeq).toBe(5); // 5, 6, 7 acked and kept; 8-10 not acked
+    expect(seqs(ring.after(7).events)).toEqual([8, 9, 10]);
+    ring.acked(10);
+    expect(ring.oldestSeq).toBe(8);
+    expect(ring.size).toBe(3);
+  });
+
+  it('keeps acked events within keepAckedBytes', () => {
+    const ring = new EventRing({ keepAckedEvents: 100, keepAckedBytes: 2500 });
+    fill(ring, 6, 1000);
+    ring.acked(6);
+    expect(ring.size).toBe(2);
+    expect(ring.oldestSeq).toBe(5);
+  });
+
+  it('replays to a collector that never saw them (a clone) what it kept, and names the rest a gap', () => {
+    const ring = new EventRing({ keepAckedEvents: 4 });
+    fill(ring, 10);
+    ring.acked(10);
+    ring.acked(0); // the clone's collector has nothing
+    expect(ring.after(0)).toMatchObject({ gap: { from: 1, to: 6 } });
+    expect(seqs(ring.after(0).events)).toEqual([7, 8, 9, 10]);
+  });
+
+  it('lets evicted events go at once, not when the array is compacted', () => {
+    const ring = new EventRing({ keepAckedEvents: 2 });
+    fill(ring, 10);
+    ring.acked(10);
+    expect(backing(ring).events.filter((e) => e !== undefined)).toHaveLength(2);
+  });
+
+  it('by default keeps far fewer acked events than it can hold for a collector away', () => {
+    expect(DEFAULT_RING_LIMITS.keepAckedEvents * 8).toBeLessThanOrEqual(DEFAULT_RING_LIMITS.maxEvents);
+    const ring = new EventRing();
+    fill(ring, 2000);
+    expect(ring.size).toBe(2000);
+    ring.acked(2000);
+    expect(ring.size).toBe(DEFAULT_RING_LIMITS.keepAckedEvents);
+    expect(ring.lastSeq).toBe(2000);
+  });
+});
