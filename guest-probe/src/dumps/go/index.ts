@@ -355,7 +355,8 @@ class Reading {
           this.unreadable(from + k, snap.addrs[k]!);
           continue;
         }
-        if (again.window[k] !== NO_G && snap.same(k, again, k, this.layout)) {
+        // A walk that stopped early is done again, even when the g has not moved: see redo.
+        if (again.window[k] !== NO_G && snap.same(k, again, k, this.layout) && outcomes[k]!.walkError === undefined) {
           this.keep(staging.buf.subarray(start, ends[k]), outcomes[k]!);
           continue;
         }
@@ -519,7 +520,11 @@ class Reading {
       // No window: the walk reads the stack itself.
       const o = this.printG(w, addr, g, 0, st === G_STATUS.running ? null : this.noWindow, 0, 0);
       const again = viewOf(this.mem.read(addr, l.size));
-      if (sameSchedule(l, g, 0, again, 0)) {
+      // The same schedule before and after is not proof that the goroutine did not run: a
+      // poller wakes, loops and parks again at the very same sp and pc, rewriting its frames
+      // meanwhile, and a walk over them half-rewritten stops early ("unexpected return pc").
+      // So a walk that stopped early is tried again; one that stops every time is kept.
+      if (sameSchedule(l, g, 0, again, 0) && (o.walkError === undefined || tries >= CONFIRM_TRIES)) {
         this.keep(w.buf.subarray(0, w.pos), o);
         return;
       }
