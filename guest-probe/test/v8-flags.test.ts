@@ -18,7 +18,7 @@ it('interprets once the probe is up, and not in the run that writes the code cac
   expect(flags.useLessMemory({ VSOCKDIAG_CODE_CACHE: 'write' })).toBe(false);
   expect(set).toEqual([]);
   expect(flags.useLessMemory({})).toBe(true);
-  expect(set).toEqual([`${flags.INTERPRET} --no-gc-global`]);
+  expect(set).toEqual([`${flags.LEAN} --no-gc-global`]);
 });
 
 it('collects only in full while the target is settled', () => {
@@ -26,10 +26,10 @@ it('collects only in full while the target is settled', () => {
   flags.setSettled(true);
   flags.setSettled(true); // no change, nothing set
   flags.setSettled(false);
-  expect(set.slice(1)).toEqual([`${flags.INTERPRET} --gc-global`, `${flags.INTERPRET} --no-gc-global`]);
+  expect(set.slice(1)).toEqual([`${flags.LEAN} --gc-global`, `${flags.LEAN} --no-gc-global`]);
 });
 
-it('runs dumps with baseline code and scavenges, and goes back when the last one ends, even if it failed', async () => {
+it('runs dumps with their own flags, and goes back when the last one ends, even if it failed', async () => {
   flags.useLessMemory({});
   flags.setSettled(true);
   set.length = 0;
@@ -41,10 +41,10 @@ it('runs dumps with baseline code and scavenges, and goes back when the last one
   await expect(second).rejects.toThrow('no target');
   flags.setSettled(false); // the target lost its listener meanwhile
   flags.setSettled(true);
-  expect(set.every((f) => f === `${flags.FOR_DUMPS} --no-gc-global`)).toBe(true); // the first dump still runs
+  expect(set.every((f) => f === flags.FOR_DUMPS)).toBe(true); // the first dump still runs
   endFirst();
   await first;
-  expect(set[set.length - 1]).toBe(`${flags.INTERPRET} --gc-global`);
+  expect(set[set.length - 1]).toBe(`${flags.LEAN} --gc-global`);
 });
 
 it('leaves V8 alone in a process that never went lean (a Probe in a test)', async () => {
