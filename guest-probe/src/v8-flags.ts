@@ -3,7 +3,7 @@
 // probe samples at 1 Hz) every garbage collection is a full one.
 //
 // Why: the probe should cost a VM little more than Node itself. Measured side by side in
-// loaded sandboxes (test/bench/FINDINGS.md, "the probe's memory: V8's flags at run time"):
+// loaded sandboxes (test/bench/FINDINGS.md, "Issue 17: the probe's memory"):
 // - No more machine code. The probe's steady work is one sample a second, which never gets
 //   hot, yet Sparkplug's baseline code, TurboFan's optimised code and irregexp's native
 //   regular expressions kept about 0.4 MiB of executable pages, and TurboFan's compile
