@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -21,7 +22,8 @@ func startIdle(n int) {
 }
 
 // startPprof serves the standard pprof handlers on addr, on their own mux, from the start
-// of the process (so a goroutine dump is available even while start-up hangs).
+// of the process (so a goroutine dump is available even while start-up hangs). It binds
+// before it returns, so the listener is up before the first phase is reported.
 func startPprof(addr string) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -29,8 +31,13 @@ func startPprof(addr string) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fake-envd: pprof on %s: %v\n", addr, err)
+		return
+	}
 	go func() {
-		if err := http.ListenAndServe(addr, mux); err != nil {
+		if err := http.Serve(ln, mux); err != nil {
 			fmt.Fprintf(os.Stderr, "fake-envd: pprof on %s: %v\n", addr, err)
 		}
 	}()

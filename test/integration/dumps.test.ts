@@ -95,6 +95,8 @@ describe('dumps', () => {
       probeArgs: ['--pprof-url', 'http://127.0.0.1:6060/debug/pprof/goroutine?debug=2'],
     });
     await waitForState(bed.collector, 'pprof', ['starting', 'stuck']);
+    // The target is seen as soon as it runs; its pprof port is bound before its first phase.
+    await waitFor('a first phase', async () => (await allEvents(bed.collector, 'pprof', 'phase')).length > 0);
     const made = await dump('pprof', { mode: 'goroutines' });
     expect(made.status, JSON.stringify(made.body)).toBe(201);
     const d = (await bed.collector.api('GET', `/v1/sandboxes/pprof/dumps/${made.body.id}`)).body;
