@@ -1,10 +1,10 @@
 // vsockdiag-probe: entry point of the bundled guest binary.
 
-import { parseAddress } from '@vsockdiag/proto';
+import { parseAddress, useUnixListener } from '@vsockdiag/proto';
 import { useLessMemory } from './v8-flags.js';
 import { ConfigError, formatConfig, parseArgs, usage, type ProbeConfig } from './config.js';
 import { PROBE_VERSION, Probe } from './probe.js';
-import { enableVsock, vsockUsable } from './vsock/index.js';
+import { enableVsock, serverAtPath, vsockUsable } from './vsock/index.js';
 
 function log(level: 'info' | 'warn', message: string): void {
   process.stderr.write(`vsockdiag-probe: ${level === 'warn' ? 'warning: ' : ''}${message}\n`);
@@ -27,6 +27,8 @@ export async function main(argv: string[]): Promise<void> {
   if (parsed.action === 'print-config') return void process.stdout.write(formatConfig(parsed.config));
 
   const vsock = prepareVsock(parsed.config);
+  // A command port on a Unix path without node:cluster and what it loads (pipe.ts says why).
+  useUnixListener(serverAtPath);
   const probe = new Probe(parsed.config, log);
   if (!parsed.config.command.length) {
     // Not wrapping: a stop request is for the probe itself.

@@ -1,19 +1,21 @@
 // The vsock I/O path without vsock: fds from the addon's unixListen/unixConnect (and
 // tcpConnect on loopback, which takes the EINPROGRESS -> threadpool-wait route that a
-// vsock connect takes) wrapped by socketFromFd/serverFromFd.
+// vsock connect takes) wrapped by socketFromFd/serverFromFd; and serverAtPath, the probe's
+// Unix listener on the same Pipe handle.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import fs, { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { listen, useUnixListener } from '@vsockdiag/proto';
 import { childReaper } from '../../test/support/children.js';
 
 import { loadNative } from '../src/native.js';
-import { serverFromFd, socketFromFd } from '../src/vsock/pipe.js';
+import { serverAtPath, serverFromFd, socketFromFd } from '../src/vsock/pipe.js';
 
 const addon = loadNative();
 
@@ -321,5 +323,46 @@ describe('tcpConnect: the EINPROGRESS path, on loopback', () => {
     expect(() => addon.tcpConnect('localhost', 80, 100)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_VALUE' }));
     expect(() => addon.tcpConnect('127.0.0.1', 65536, 100)).toThrow(RangeError);
     expect(() => addon.tcpConnect('127.0.0.1', '80' as unknown as number, 100)).toThrow(TypeError);
+  });
+});
+
+describe('serverAtPath: a Unix socket path on a Pipe handle, as proto listen() uses it in the probe', () => {
+  afterEach(() => useUnixListener(null));
+
+  it('binds the path, accepts, and removes the file when it closes, as Node listen() does', async () => {
+    const file = path.join(dir, 'cmd.sock');
+    const server = serverAtPath(file, (s) => s.end('hi'));
+    await once(server, 'listening');
+    expect(fs.statSync(file).isSocket()).toBe(true);
+    const c = net.connect(file);
+    expect((await collect(c)).toString()).toBe('hi');
+    server.close();
+    expect(fs.existsSync(file)).toBe(false);
+  });
+
+  it("throws bind's error with its code, before any listening", async () => {
+    const file = path.join(dir, 'taken.sock');
+    const first = serverAtPath(file, () => {});
+    await once(first, 'listening');
+    cleanups.push(() => first.close());
+    expect(() => serverAtPath(file, () => {})).toThrow(expect.objectContaining({ code: 'EADDRINUSE', syscall: 'bind' }));
+    // libuv reports a missing folder as EACCES, for Node's own listen() too.
+    expect(() => serverAtPath(path.join(dir, 'no-such-dir', 's.sock'), () => {})).toThrow(expect.objectContaining({ code: 'EACCES' }));
+  });
+
+  it('proto listen() with it registered: the mode from the start, a stale file replaced, a live one refused', async () => {
+    useUnixListener(serverAtPath);
+    const file = path.join(dir, 'm.sock');
+    const server = await listen(`unix:${file}`, (s) => s.end('x'), { mode: 0o600 });
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    // A stale socket: the file kept while its listener goes.
+    fs.linkSync(file, `${file}.keep`);
+    server.close();
+    fs.renameSync(`${file}.keep`, file);
+    await expect(listen(`unix:${file}`, () => {})).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    const again = await listen(`unix:${file}`, (s) => s.end('again'), { replaceStale: true });
+    cleanups.push(() => again.close());
+    expect((await collect(net.connect(file))).toString()).toBe('again');
+    await expect(listen(`unix:${file}`, () => {}, { replaceStale: true })).rejects.toMatchObject({ code: 'EADDRINUSE' });
   });
 });

@@ -39,6 +39,22 @@ function needVsock(a: Address): VsockBackend {
   throw err;
 }
 
+/**
+ * Makes a server listening on a Unix socket path, bound before it returns (throwing bind's
+ * error, e.g. EADDRINUSE, with its code) and emitting 'listening' or 'error' after. Node's
+ * own listen() goes through its cluster support, which loads node:cluster and with it
+ * child_process and dgram: ten modules a probe never uses, which stay in its heap. The probe
+ * registers one that does without them (guest-probe/src/vsock/pipe.ts, serverAtPath).
+ */
+export type UnixListener = (path: string, onConnection: (socket: net.Socket) => void) => net.Server;
+
+let unixListener: UnixListener | null = null;
+
+/** How listen() binds Unix paths from now on (null: Node's listen()). */
+export function useUnixListener(listener: UnixListener | null): void {
+  unixListener = listener;
+}
+
 const toAddress = (a: Address | string): Address => (typeof a === 'string' ? parseAddress(a) : a);
 
 /** Opens a fresh connection. Rejects on error or after `timeoutMs`. */
@@ -90,33 +106,50 @@ export async function listen(
 ): Promise<net.Server> {
   const a = toAddress(address);
   if (a.kind === 'vsock') return needVsock(a).listen(a.cid, a.port, onConnection);
-  const server = nodeNet().createServer(onConnection);
-  const bind = () =>
-    new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      const done = () => {
-        server.removeListener('error', reject);
-        resolve();
-      };
-      if (a.kind !== 'unix') return void server.listen(a.port, a.host, done);
-      // bind(2) creates the file with the umask's mode, synchronously inside listen(): a
-      // umask set around the call alone gives the file its mode from the start.
-      const umask = opts.mode === undefined ? null : process.umask(0o777 & ~opts.mode);
-      try {
-        server.listen(a.path, done);
-      } finally {
-        if (umask !== null) process.umask(umask);
+  const bind = async (): Promise<net.Server> => {
+    if (a.kind !== 'unix') {
+      const server = nodeNet().createServer(onConnection);
+      return listening(server, () => server.listen(a.port, a.host));
+    }
+    // bind(2) creates the file with the umask's mode, synchronously inside listen() (and
+    // the unix listener): a umask set around the call alone gives the file its mode from
+    // the start, and is restored before anything else runs.
+    const umask = opts.mode === undefined ? null : process.umask(0o777 & ~opts.mode);
+    let bound: Promise<net.Server>;
+    try {
+      if (unixListener) bound = listening(unixListener(a.path, onConnection));
+      else {
+        const server = nodeNet().createServer(onConnection);
+        bound = listening(server, () => server.listen(a.path));
       }
-    });
+    } finally {
+      if (umask !== null) process.umask(umask);
+    }
+    return bound;
+  };
+  let server: net.Server;
   try {
-    await bind();
+    server = await bind();
   } catch (err) {
     if (a.kind !== 'unix' || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !opts.replaceStale) throw err;
     await removeStaleSocket(a.path, err as Error);
-    await bind();
+    server = await bind();
   }
   if (a.kind === 'unix' && opts.gid !== undefined) fs.chownSync(a.path, -1, opts.gid);
   return server;
+}
+
+/** Resolves with `server` once it emits 'listening' (after `start`, if given), or rejects
+ *  with its 'error'. */
+function listening(server: net.Server, start?: () => void): Promise<net.Server> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.once('listening', () => {
+      server.removeListener('error', reject);
+      resolve(server);
+    });
+    start?.();
+  });
 }
 
 /**

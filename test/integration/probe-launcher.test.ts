@@ -106,6 +106,59 @@ it('writes its hello on the raw socket before it loads node:net, streams or perf
   expect(seen.loaded.filter((m) => LATER.includes(m))).toEqual([]);
 });
 
+// A command port on a Unix path is bound without Node's listen(), whose cluster support loads
+// node:cluster, child_process and dgram for good (guest-probe/src/vsock/pipe.ts). Seen from
+// outside with a preload that lists the loaded modules on SIGUSR2, next to a plain Node
+// listening on a Unix path the usual way, which does load them.
+const CLUSTER = ['cluster', 'child_process', 'dgram'];
+
+async function modulesListeningOn(sock: string, args: string[]): Promise<string[]> {
+  const note = path.join(dir, `modules-${path.basename(sock)}.json`);
+  const child = spawn(process.execPath, ['--require', path.join(ROOT, 'test/harness/modules-note.cjs'), ...args], {
+    stdio: 'ignore',
+    env: { ...process.env, VD_MODULES_NOTE: note },
+  });
+  try {
+    // Accepting: something answers on the socket (the probe's hello, or the echo below).
+    await waitFor(`a listener on ${sock}`, () => (fs.existsSync(sock) ? accepts(sock) : null), { timeoutMs: 20_000 });
+    child.kill('SIGUSR2');
+    return await waitFor('the modules note', () => (fs.existsSync(note) ? (JSON.parse(fs.readFileSync(note, 'utf8')) as string[]) : null), {
+      timeoutMs: 10_000,
+    });
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
+function accepts(sock: string): Promise<true | null> {
+  return new Promise((resolve) => {
+    const c = net.connect(sock, () => {
+      c.destroy();
+      resolve(true);
+    });
+    c.once('error', () => resolve(null));
+  });
+}
+
+it('serves its command port on a Unix path without loading node:cluster, child_process or dgram', async () => {
+  const sock = path.join(dir, 'cmd.sock');
+  const probe = await modulesListeningOn(sock, [
+    path.join(dir, 'vsockdiag-probe.js'),
+    ...soloProbeArgs(path.join(dir, 'nobody.sock')),
+    '--listen',
+    `unix:${sock}`,
+  ]);
+  expect(probe).toContain('net');
+  expect(probe.filter((m) => CLUSTER.includes(m))).toEqual([]);
+
+  const plainSock = path.join(dir, 'plain.sock');
+  const plain = await modulesListeningOn(plainSock, [
+    '-e',
+    `require('node:net').createServer((s) => s.end()).listen(${JSON.stringify(plainSock)})`,
+  ]);
+  expect(plain.filter((m) => CLUSTER.includes(m)).sort()).toEqual([...CLUSTER].sort());
+});
+
 // Once up, the probe has V8 interpret its code and compile no more machine code, and once its
 // target is settled collect only in full (guest-probe/src/v8-flags.ts), for memory. Seen from
 // inside, with a preload that has V8 optimise a function of its own and counts collections

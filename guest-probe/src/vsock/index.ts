@@ -9,7 +9,7 @@ import { createVsockBackend } from './backend.js';
 import { pipeSelfTest } from './self-test.js';
 
 export { createVsockBackend, isRetryable, timeoutForPoll } from './backend.js';
-export { serverFromFd, socketFromFd, type ServerFromFdOptions, type SocketFromFdOptions } from './pipe.js';
+export { serverAtPath, serverFromFd, socketFromFd, type ServerFromFdOptions, type SocketFromFdOptions } from './pipe.js';
 export { pipeSelfTest } from './self-test.js';
 
 let tested: Promise<void> | undefined;

@@ -24,6 +24,8 @@ import { net as nodeNet } from '../lazy-builtins.js';
 interface PipeHandle {
   /** uv_pipe_open: 0 or a negative libuv error (older Nodes threw instead). */
   open(fd: number): number | undefined;
+  /** uv_pipe_bind: 0 or a negative libuv error. libuv removes the file when the handle closes. */
+  bind(path: string): number;
   close(cb?: () => void): void;
 }
 
@@ -43,9 +45,9 @@ function pipeWrap(): PipeWrapBinding {
   return binding;
 }
 
-function uvError(code: number, syscall: string, fd: number): NodeJS.ErrnoException {
+function uvError(code: number, syscall: string, what: string): NodeJS.ErrnoException {
   const name = util.getSystemErrorName(code);
-  const err: NodeJS.ErrnoException = new Error(`${syscall} fd ${fd}: ${name}`);
+  const err: NodeJS.ErrnoException = new Error(`${syscall} ${what}: ${name}`);
   err.code = name;
   err.errno = code;
   err.syscall = syscall;
@@ -65,7 +67,7 @@ function openPipe(fd: number, type: 'SOCKET' | 'SERVER'): PipeHandle {
   }
   if (typeof rc === 'number' && rc !== 0) {
     handle.close();
-    throw uvError(rc, 'uv_pipe_open', fd);
+    throw uvError(rc, 'uv_pipe_open', `fd ${fd}`);
   }
   return handle;
 }
@@ -124,7 +126,34 @@ export function serverHookPresent(): boolean {
  */
 export function serverFromFd(fd: number, onConnection: (socket: net.Socket) => void, opts: ServerFromFdOptions = {}): net.Server {
   if (!serverHookPresent()) throw new Error('net.Server.prototype._listen2 is missing in this Node version');
-  const handle = openPipe(fd, 'SERVER');
+  return serverOn(openPipe(fd, 'SERVER'), onConnection, opts);
+}
+
+/**
+ * Listens on a Unix socket path the way Node's own server.listen(path) does (a Pipe handle
+ * bound to the path, so libuv removes the file when the server closes), attached as
+ * serverFromFd attaches its handle. Node's listen() goes through its cluster support, which
+ * loads node:cluster and with it child_process and dgram: ten modules the probe never uses,
+ * kept in its heap for good (test/bench/FINDINGS.md). Throws bind's error (EADDRINUSE, ...)
+ * with its code; 'listening' follows on the next tick. Without the _listen2 hook, it is
+ * Node's listen() after all. proto's listen() uses it once registered (useUnixListener).
+ */
+export function serverAtPath(path: string, onConnection: (socket: net.Socket) => void, opts: ServerFromFdOptions = {}): net.Server {
+  if (!serverHookPresent())
+    return nodeNet()
+      .createServer({ allowHalfOpen: opts.allowHalfOpen ?? false }, onConnection)
+      .listen(path, opts.backlog);
+  const { Pipe, constants } = pipeWrap();
+  const handle = new Pipe(constants.SERVER);
+  const rc = handle.bind(path);
+  if (rc !== 0) {
+    handle.close();
+    throw uvError(rc, 'bind', path);
+  }
+  return serverOn(handle, onConnection, opts);
+}
+
+function serverOn(handle: PipeHandle, onConnection: (socket: net.Socket) => void, opts: ServerFromFdOptions): net.Server {
   const server = nodeNet().createServer({ allowHalfOpen: opts.allowHalfOpen ?? false }, onConnection);
   const internals = server as unknown as ServerInternals;
   internals._handle = handle;
