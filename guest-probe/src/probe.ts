@@ -71,7 +71,7 @@ export class Probe {
   private readonly target: TargetWatcher;
   private readonly listener: ListenerWatcher;
   /** Everything sampled on each tick, in order; each decides itself how often to do real work. */
-  private readonly watchers: Array<{ tick(): void }>;
+  private readonly watchers: Array<{ tick(): void; stop?(): void }>;
   private notify: NotifyListener | null = null;
   private readonly kmsg: KmsgReader | null;
   /** The kernel's uevents, for a restore's NEW_VMGENID; null without the addon's netlink. */
@@ -224,6 +224,7 @@ export class Probe {
   stop(): void {
     this.stopped = true;
     this.loop.stop();
+    for (const w of this.watchers) w.stop?.();
     this.notify?.close();
     this.kmsg?.close();
     this.uevents?.close();

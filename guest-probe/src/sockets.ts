@@ -1,5 +1,5 @@
 // The socket picture of the sandbox, cheap enough for every tick: totals from
-// /proc/net/sockstat (~0.01 ms) each tick, and a census (counts by TCP state and the
+// /proc/net/sockstat (~0.01 ms; kept open, read again each tick), and a census (counts by TCP state and the
 // busiest remote endpoints, aggregated in the addon from one sock_diag dump) only now and
 // then (CENSUS_EVERY_MS, longer when a census is costly) or when the totals jump. Never a
 // /proc/net/tcp scan per tick: with an MMDS poll storm's thousands of sockets that alone
@@ -7,7 +7,7 @@
 
 import type { EventBody } from '@vsockdiag/proto';
 import type { SocketCensus } from './diag.js';
-import { readSockstat } from './proc/index.js';
+import { readSockstat, sockstatFiles, type SockstatFiles } from './proc/index.js';
 import { monotonicMs } from './clock.js';
 
 /** A census at least this often when nothing changes; sooner when the totals jump. */
@@ -49,13 +49,21 @@ export class SocketWatcher {
   /** Until the next census when nothing changes: censusPeriodMs of the last one's cost. */
   private censusEveryMs = CENSUS_EVERY_MS;
   private readonly now: () => number;
+  private readonly sockstat: SockstatFiles;
 
   constructor(private readonly opts: SocketWatcherOptions) {
     this.now = opts.now ?? (() => monotonicMs());
+    this.sockstat = sockstatFiles(opts.procRoot);
+  }
+
+  /** Closes the totals' files. */
+  stop(): void {
+    this.sockstat.v4.close();
+    this.sockstat.v6.close();
   }
 
   tick(): void {
-    const st = readSockstat(this.opts.procRoot);
+    const st = readSockstat(this.sockstat);
     if (!st) return;
     const now = this.now();
     const total = st.tcpInUse + st.tcpTimeWait;

@@ -1,14 +1,17 @@
 // Finds the target process and follows it. While the target is unknown it is looked for
 // (by pid file or by name; a /proc scan, so not on every fast tick); once known only its
-// own /proc/<pid>/stat is read. A restart by a supervisor shows as exit, then a new find.
+// own /proc/<pid>/stat is read, through a descriptor kept open while it is followed
+// (proc/read.ts ProcFile). A restart by a supervisor shows as exit, then a new find.
 
 import type { EventBody } from '@vsockdiag/proto';
 import {
   CLOCK_TICKS,
   PAGE_SIZE,
+  ProcFile,
   countFds,
   decodeExitCode,
   findProcessByName,
+  pidStatOf,
   readPidFile,
   readPidStat,
   readProcFile,
@@ -42,6 +45,8 @@ export interface TargetOptions {
 
 interface Tracked {
   pid: number;
+  /** Its /proc/<pid>/stat, open while it is followed. */
+  stat: ProcFile;
   startTimeTicks: number;
   /** Spawned by the probe (wrap mode): its exit comes from the child process, not /proc. */
   child: boolean;
@@ -80,7 +85,7 @@ export class TargetWatcher {
     this.childMode = true;
     const st = readPidStat(pid, this.opts.procRoot);
     const name = command[0]!.split('/').pop()!;
-    this.tracked = { pid, startTimeTicks: st?.startTimeTicks ?? 0, child: true, lastState: '', lastThreads: -1, lastSampleAt: 0 };
+    this.follows(pid, st?.startTimeTicks ?? 0, true);
     this.opts.emit({
       kind: 'target.found',
       pid,
@@ -95,7 +100,7 @@ export class TargetWatcher {
   childExited(code: number | null, signal: NodeJS.Signals | null): void {
     if (!this.tracked) return;
     const pid = this.tracked.pid;
-    this.tracked = null;
+    this.unfollow();
     this.opts.emit({
       kind: 'target.exit',
       pid,
@@ -130,7 +135,7 @@ export class TargetWatcher {
     const { procRoot, pidFile, name } = this.opts;
     const st = readPidStat(pid, procRoot);
     if (!st || st.state === 'Z') return;
-    this.tracked = { pid, startTimeTicks: st.startTimeTicks, child: false, lastState: '', lastThreads: -1, lastSampleAt: 0 };
+    const t = this.follows(pid, st.startTimeTicks, false);
     const cmdline = readProcFile(`${procRoot}/${pid}/cmdline`, 4096);
     this.opts.emit({
       kind: 'target.found',
@@ -140,14 +145,31 @@ export class TargetWatcher {
       source: pidFile ? 'pidfile' : 'name',
       ...(cmdline ? { cmdline: cmdline.replace(/\0+$/, '').replace(/\0/g, ' ').slice(0, 4096) } : {}),
     });
-    this.follow(this.tracked);
+    this.follow(t);
+  }
+
+  private follows(pid: number, startTimeTicks: number, child: boolean): Tracked {
+    this.tracked?.stat.close();
+    const stat = new ProcFile(`${this.opts.procRoot}/${pid}/stat`);
+    this.tracked = { pid, stat, startTimeTicks, child, lastState: '', lastThreads: -1, lastSampleAt: 0 };
+    return this.tracked;
+  }
+
+  private unfollow(): void {
+    this.tracked?.stat.close();
+    this.tracked = null;
+  }
+
+  /** Stops following the target: its descriptor is closed. */
+  stop(): void {
+    this.unfollow();
   }
 
   private follow(t: Tracked): void {
-    const st = readPidStat(t.pid, this.opts.procRoot);
+    const st = pidStatOf(t.stat);
     const gone = !st || (st.startTimeTicks !== t.startTimeTicks && !t.child);
     if (!t.child && (gone || st!.state === 'Z')) {
-      this.tracked = null;
+      this.unfollow();
       this.lastFind = Number.NEGATIVE_INFINITY;
       // A zombie not yet reaped by its parent still shows its exit status (field 52); once
       // reaped, the status is gone and the exit is reported without one.

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeProcTree, statLine } from '../../test/support/fake-proc.js';
-import { readProcFile, readProcInto, procBuffer } from '../src/proc/read.js';
-import { CLOCK_TICKS, PAGE_SIZE, decodeExitCode, readPidStat } from '../src/proc/stat.js';
+import { ProcFile, readProcFile, readProcInto, procBuffer } from '../src/proc/read.js';
+import { CLOCK_TICKS, PAGE_SIZE, decodeExitCode, pidStatOf, readPidStat } from '../src/proc/stat.js';
 import { readPidStatusFields } from '../src/proc/status.js';
 
 let proc: FakeProcTree;
@@ -185,5 +186,50 @@ describe('live /proc', () => {
   it('returns null for a pid that does not exist', () => {
     expect(readPidStat(4_194_305)).toBeNull();
     expect(readPidStatusFields(4_194_305)).toBeNull();
+  });
+});
+
+describe('ProcFile: a /proc file kept open and read again', () => {
+  const openFds = () => readdirSync('/proc/self/fd').length;
+
+  it('sees the content as it is at each read, from one descriptor', () => {
+    const before = openFds();
+    const file = new ProcFile(`/proc/${process.pid}/stat`);
+    const first = pidStatOf(file)!;
+    expect(openFds()).toBe(before + 1);
+    // CPU time moves: a later read shows it, as a fresh open would.
+    const until = process.cpuUsage().user + 30_000;
+    while (process.cpuUsage().user < until);
+    const later = pidStatOf(file)!;
+    expect(later.utimeTicks + later.stimeTicks).toBeGreaterThan(first.utimeTicks + first.stimeTicks);
+    expect(later.startTimeTicks).toBe(first.startTimeTicks);
+    expect(openFds()).toBe(before + 1);
+    file.close();
+    expect(openFds()).toBe(before);
+  });
+
+  it('reads a file whole, however long, as readProcInto does', () => {
+    const p = join(root, 'long');
+    const text = 'abcdefghij'.repeat(7000);
+    writeFileSync(p, text);
+    const file = new ProcFile(p);
+    for (let i = 0; i < 2; i++) {
+      const n = file.read();
+      expect(procBuffer().toString('utf8', 0, n)).toBe(text);
+    }
+    file.close();
+  });
+
+  it("returns -1 once the file's process is gone, closing its descriptor; a missing file likewise", async () => {
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)'], { stdio: 'ignore' });
+    const file = new ProcFile(`/proc/${child.pid}/stat`);
+    expect(pidStatOf(file)!.pid).toBe(child.pid);
+    const before = openFds();
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited; // reaped by Node: the pid names no process now
+    expect(pidStatOf(file)).toBeNull();
+    expect(openFds()).toBe(before - 1);
+    expect(new ProcFile(join(root, 'nope')).read()).toBe(-1);
   });
 });

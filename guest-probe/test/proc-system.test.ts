@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, totalmem, tmpdir, uptime } from 'node:os';
 import { join } from 'node:path';
 import { fakeProcTree } from '../../test/support/fake-proc.js';
-import { readBootId, readLoadAvg, readMemInfo, readSockstat, readUptimeMs } from '../src/proc/system.js';
+import { readBootId, readLoadAvg, readMemInfo, readSockstat, readUptimeMs, sockstatFiles } from '../src/proc/system.js';
 import * as proc from '../src/proc/index.js';
 
 let root: string;
@@ -48,21 +48,21 @@ describe('fixtures', () => {
     expect(readUptimeMs(empty)).toBeNull();
     expect(readLoadAvg(empty)).toBeNull();
     expect(readMemInfo(empty)).toBeNull();
-    expect(readSockstat(empty)).toBeNull();
+    expect(readSockstat(sockstatFiles(empty))).toBeNull();
     expect(readMemInfo(tree({ meminfo: 'MemTotal: 10 kB\n' }))).toBeNull(); // pre-3.14 kernel
     expect(readLoadAvg(tree({ loadavg: '0.1 0.2\n' }))).toBeNull();
-    expect(readSockstat(tree({ 'net/sockstat': 'sockets: used 1\nTCP: inuse 1 orphan 0\n' }))).toBeNull();
+    expect(readSockstat(sockstatFiles(tree({ 'net/sockstat': 'sockets: used 1\nTCP: inuse 1 orphan 0\n' })))).toBeNull();
   });
 
   it('reads sockstat and adds TCP6 inuse', () => {
-    expect(readSockstat(tree({ 'net/sockstat': SOCKSTAT, 'net/sockstat6': SOCKSTAT6 }))).toEqual({
+    expect(readSockstat(sockstatFiles(tree({ 'net/sockstat': SOCKSTAT, 'net/sockstat6': SOCKSTAT6 })))).toEqual({
       tcpInUse: 19,
       tcpOrphan: 3,
       tcpTimeWait: 40,
       tcpAlloc: 20,
     });
     // No sockstat6 (IPv6 disabled): IPv4 only.
-    expect(readSockstat(tree({ 'net/sockstat': SOCKSTAT }))).toEqual({
+    expect(readSockstat(sockstatFiles(tree({ 'net/sockstat': SOCKSTAT })))).toEqual({
       tcpInUse: 12,
       tcpOrphan: 3,
       tcpTimeWait: 40,
@@ -84,7 +84,7 @@ describe('live /proc', () => {
     expect(mem.totalKb * 1024).toBe(totalmem());
     expect(mem.availableKb).toBeGreaterThan(0);
     expect(mem.availableKb).toBeLessThanOrEqual(mem.totalKb);
-    const ss = readSockstat()!;
+    const ss = readSockstat(sockstatFiles())!;
     expect(ss.tcpInUse).toBeGreaterThanOrEqual(0);
     expect(ss.tcpAlloc).toBeGreaterThanOrEqual(0);
   });
@@ -105,6 +105,7 @@ describe('live /proc', () => {
       'readLoadAvg',
       'readMemInfo',
       'readSockstat',
+      'sockstatFiles',
     ] as const) {
       expect(typeof proc[name]).toBe('function');
     }

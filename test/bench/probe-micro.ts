@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import type { EventBody } from '@vsockdiag/proto';
 import { socketCensus } from '../../guest-probe/src/diag.js';
 import { ListenerWatcher, pickListenerQuery } from '../../guest-probe/src/listener.js';
-import { findProcessByName, listPids, readSockstat, readTcpSockets, TcpState } from '../../guest-probe/src/proc/index.js';
+import { findProcessByName, listPids, readSockstat, readTcpSockets, sockstatFiles, TcpState } from '../../guest-probe/src/proc/index.js';
 import { SocketWatcher } from '../../guest-probe/src/sockets.js';
 import { TargetWatcher } from '../../guest-probe/src/target.js';
 import { summarize } from './stats.js';
@@ -78,7 +78,7 @@ for (const n of names) for (let i = 0; i < Math.max(3, PER_ROUND[n]); i++) work[
 
 // What the namespace holds, as the probe would see it.
 const census = socketCensus({ top: 10 });
-const sockstat = readSockstat(procRoot);
+const sockstat = readSockstat(sockstatFiles(procRoot));
 const tcpAll = readTcpSockets({}, procRoot);
 const processes = listPids(procRoot).length;
 if (findProcessByName(missing, procRoot) !== null) throw new Error('the missing name was found');

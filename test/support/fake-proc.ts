@@ -76,9 +76,18 @@ export class FakeProcTree {
     return this;
   }
 
-  /** Removes /<pid> (or any path under the root), as when a process is reaped. */
+  /** Removes /<pid> (or any path under the root), as when a process is reaped. Its files
+   *  are emptied first: a reader holding one open (proc/read.ts ProcFile) then reads nothing,
+   *  as procfs answers such a reader with ESRCH. */
   remove(rel: string | number): this {
-    fs.rmSync(path.join(this.root, String(rel)), { recursive: true, force: true });
+    const at = path.join(this.root, String(rel));
+    const empty = (p: string): void => {
+      const st = fs.lstatSync(p, { throwIfNoEntry: false });
+      if (st?.isDirectory()) for (const name of fs.readdirSync(p)) empty(path.join(p, name));
+      else if (st?.isFile()) fs.truncateSync(p);
+    };
+    empty(at);
+    fs.rmSync(at, { recursive: true, force: true });
     return this;
   }
 }

@@ -1,5 +1,5 @@
-export { readProcFile, readProcInto, procBuffer, DEFAULT_MAX_BYTES } from './read.js';
-export { readPidStat, decodeExitCode, CLOCK_TICKS, PAGE_SIZE, type PidStat } from './stat.js';
+export { ProcFile, readProcFile, readProcInto, procBuffer, DEFAULT_MAX_BYTES } from './read.js';
+export { readPidStat, pidStatOf, decodeExitCode, CLOCK_TICKS, PAGE_SIZE, type PidStat } from './stat.js';
 export { readPidStatusFields, type PidStatusFields } from './status.js';
 export { countFds, findSocketOwner, listPids } from './fds.js';
 export { findProcessByName, readPidFile } from './find.js';
@@ -16,6 +16,8 @@ export {
   readLoadAvg,
   readMemInfo,
   readSockstat,
+  sockstatFiles,
   type MemInfo,
+  type SockstatFiles,
   type SockstatTcp,
 } from './system.js';

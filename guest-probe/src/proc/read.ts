@@ -1,10 +1,13 @@
 /**
  * One shared, reusable read buffer for /proc files.
  *
- * /proc files must be reopened for every sample (their content is generated at read time), so
- * the cost that matters is per read: one open + read(s) + close, and no fresh Buffer per call.
- * The buffer grows (power of two) only when a file is larger than it, and is kept for later
- * reads up to RETAIN_MAX_BYTES; a rare larger read (e.g. /proc/net/tcp with thousands of
+ * /proc files are generated at read time, so the cost that matters is per read: an open +
+ * read(s) + close for a file read once (readProcInto), or, for a file the probe reads every
+ * tick (the target's stat, the socket totals), reads at offset 0 of a descriptor kept open
+ * (ProcFile): the kernel generates the content afresh at each, and the open and close, a
+ * path walk through procfs and two syscalls, are paid once. Neither makes a fresh Buffer per
+ * call. The buffer grows (power of two) only when a file is larger than it, and is kept for
+ * later reads up to RETAIN_MAX_BYTES; a rare larger read (e.g. /proc/net/tcp with thousands of
  * sockets) uses a one-off buffer so that a single big read does not pin memory for the life of
  * the probe.
  *
@@ -42,6 +45,51 @@ export function readProcInto(path: string, maxBytes: number = DEFAULT_MAX_BYTES)
     if (isGone(err)) return -1;
     throw err;
   }
+  try {
+    return fill(fd, maxBytes);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * A /proc file read again and again through one descriptor. Each read starts at offset 0
+ * (pread), where the kernel generates the file afresh, so it sees what a fresh open would;
+ * and a process's file keeps naming that process, never one that reuses its pid. Close it when
+ * done with it.
+ */
+export class ProcFile {
+  private fd = -1;
+
+  constructor(readonly path: string) {}
+
+  /** As readProcInto: the bytes are in procBuffer() at [0, n), or -1 when the file is gone
+   *  (ENOENT, or ESRCH once its process has exited: the descriptor is then closed, and the
+   *  next read opens the path again). Any other error is thrown. */
+  read(maxBytes: number = DEFAULT_MAX_BYTES): number {
+    if (this.fd < 0) {
+      try {
+        this.fd = openSync(this.path, 'r');
+      } catch (err) {
+        if (isGone(err)) return -1;
+        throw err;
+      }
+    }
+    const n = fill(this.fd, maxBytes, true);
+    if (n < 0) this.close();
+    return n;
+  }
+
+  close(): void {
+    if (this.fd < 0) return;
+    closeSync(this.fd);
+    this.fd = -1;
+  }
+}
+
+/** Reads `fd` to its end (at most maxBytes) into the shared buffer: from where it is, or with
+ *  `fromStart` from offset 0 whatever was read before. -1 when its process is gone. */
+function fill(fd: number, maxBytes: number, fromStart = false): number {
   let buf = shared;
   let n = 0;
   try {
@@ -50,7 +98,7 @@ export function readProcInto(path: string, maxBytes: number = DEFAULT_MAX_BYTES)
       if (room <= 0) {
         if (n >= maxBytes) break; // truncated at maxBytes
         // Buffer full: is there more? Only grow when there is.
-        const extra = readSync(fd, probe, 0, Math.min(probe.length, maxBytes - n), null);
+        const extra = readSync(fd, probe, 0, Math.min(probe.length, maxBytes - n), fromStart ? n : null);
         if (extra === 0) break;
         let size = buf.length * 2;
         while (size < n + extra) size *= 2;
@@ -62,15 +110,13 @@ export function readProcInto(path: string, maxBytes: number = DEFAULT_MAX_BYTES)
         if (size <= RETAIN_MAX_BYTES) shared = bigger;
         continue;
       }
-      const got = readSync(fd, buf, n, room, null);
+      const got = readSync(fd, buf, n, room, fromStart ? n : null);
       if (got === 0) break;
       n += got;
     }
   } catch (err) {
     if (isGone(err)) return -1;
     throw err;
-  } finally {
-    closeSync(fd);
   }
   last = buf;
   return n;

@@ -1,7 +1,7 @@
 /**
  * /proc/<pid>/stat — the cheap per-tick view of one known process (≈0.03 ms per read).
  */
-import { procBuffer, readProcInto } from './read.js';
+import { type ProcFile, procBuffer, readProcInto } from './read.js';
 import { cursor, parseDec, skipToken } from './scan.js';
 
 /**
@@ -52,22 +52,20 @@ const F_STARTTIME = 22;
 const F_RSS = 24;
 const F_EXIT_CODE = 52;
 
-let cachedPid = -1;
-let cachedRoot = '';
-let cachedPath = '';
-
 /**
  * Parses /proc/<pid>/stat. Returns null when the process is gone (or the file is too malformed
  * to hold the fields up to rss).
  */
 export function readPidStat(pid: number, procRoot = '/proc'): PidStat | null {
-  // The probe polls one pid per tick: keep its path string instead of rebuilding it.
-  if (pid !== cachedPid || procRoot !== cachedRoot) {
-    cachedPid = pid;
-    cachedRoot = procRoot;
-    cachedPath = `${procRoot}/${pid}/stat`;
-  }
-  const n = readProcInto(cachedPath);
+  const n = readProcInto(`${procRoot}/${pid}/stat`);
+  if (n < 0) return null;
+  return parseStatBytes(procBuffer(), n);
+}
+
+/** The same from a stat file kept open (the followed target's, read every tick): null when
+ *  its process is gone. */
+export function pidStatOf(file: ProcFile): PidStat | null {
+  const n = file.read();
   if (n < 0) return null;
   return parseStatBytes(procBuffer(), n);
 }

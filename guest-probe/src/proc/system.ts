@@ -2,7 +2,7 @@
  * System-wide /proc readers. All are single small reads through the shared buffer, cheap enough
  * for every sampling tick (readSockstat ≈0.04 ms).
  */
-import { procBuffer, readProcInto } from './read.js';
+import { ProcFile, procBuffer, readProcInto } from './read.js';
 import { cursor, findLabel, labelledDec, parseDec, skipBlanks, skipToken, startsWithAscii } from './scan.js';
 
 /** /proc/sys/kernel/random/boot_id (a UUID, new on every boot); null when missing/empty. */
@@ -94,13 +94,24 @@ export interface SockstatTcp {
   tcpAlloc: number;
 }
 
+/** /proc/net/sockstat and sockstat6, kept open: read every tick (they name the network
+ *  namespace they were opened in). */
+export interface SockstatFiles {
+  v4: ProcFile;
+  v6: ProcFile;
+}
+
+export function sockstatFiles(procRoot = '/proc'): SockstatFiles {
+  return { v4: new ProcFile(`${procRoot}/net/sockstat`), v6: new ProcFile(`${procRoot}/net/sockstat6`) };
+}
+
 /**
  * TCP totals of the calling thread's network namespace from /proc/net/sockstat, with the
  * "TCP6: inuse" of /proc/net/sockstat6 added to tcpInUse (sockstat6 missing → IPv6 counts 0).
  * Returns null when sockstat is unreadable or has no complete "TCP:" line.
  */
-export function readSockstat(procRoot = '/proc'): SockstatTcp | null {
-  let n = readProcInto(`${procRoot}/net/sockstat`, 4096);
+export function readSockstat(files: SockstatFiles): SockstatTcp | null {
+  let n = files.v4.read(4096);
   if (n < 0) return null;
   let buf = procBuffer();
   let at = findLabel(buf, n, 'TCP:');
@@ -128,7 +139,7 @@ export function readSockstat(procRoot = '/proc'): SockstatTcp | null {
     return null;
   }
 
-  n = readProcInto(`${procRoot}/net/sockstat6`, 4096);
+  n = files.v6.read(4096);
   if (n >= 0) {
     buf = procBuffer();
     at = findLabel(buf, n, 'TCP6:');
