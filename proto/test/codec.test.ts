@@ -261,3 +261,33 @@ describe('codec', () => {
     expect(seen).toHaveLength(0);
   });
 });
+
+describe('heartbeats, in bytes made by hand', () => {
+  const body = (m: ProbeMessage | CollectorMessage) => encodeMessage(m).subarray(4);
+
+  it('are the msgpack the general encoder writes, and decode to the same message either way', () => {
+    expect(body({ type: 'heartbeat' })).toEqual(Buffer.from(encode({ type: 'heartbeat' })));
+    for (const sinceBootMs of [0, 0.5, 1, 99, 123_456.789, 2 ** 40 + 0.25, 1e13]) {
+      const m: ProbeMessage = { type: 'heartbeat', sinceBootMs };
+      const mine = body(m);
+      // A float 64 where the general encoder may write an integer: the same number.
+      expect(mine.subarray(0, -9)).toEqual(Buffer.from(encode({ type: 'heartbeat', sinceBootMs: 0.5 })).subarray(0, -9));
+      expect(decodeProbeMessage(mine)).toEqual(m);
+      expect(decodeProbeMessage(encode(m))).toEqual(m);
+    }
+    expect(decodeCollectorMessage(body({ type: 'heartbeat' }))).toEqual({ type: 'heartbeat' });
+  });
+
+  it('still meet the schema: out-of-range numbers and the wrong direction are refused as before', () => {
+    for (const sinceBootMs of [-1, 1e14, Number.NaN, Number.POSITIVE_INFINITY]) {
+      const mine = body({ type: 'heartbeat', sinceBootMs });
+      expect(() => decodeProbeMessage(mine)).toThrow(expect.objectContaining({ code: 'ERR_SCHEMA' }));
+      expect(() => decodeProbeMessage(encode({ type: 'heartbeat', sinceBootMs }))).toThrow(ProtocolError);
+    }
+    // The collector's heartbeat carries no time: from a probe it is missing one.
+    expect(() => decodeProbeMessage(body({ type: 'heartbeat' }))).toThrow(expect.objectContaining({ code: 'ERR_SCHEMA' }));
+    // Extra bytes after a heartbeat are not a heartbeat: the general decoder says what they are.
+    const longer = Buffer.concat([body({ type: 'heartbeat', sinceBootMs: 1 }), Buffer.from([0xc0])]);
+    expect(() => decodeProbeMessage(longer)).toThrow(expect.objectContaining({ code: 'ERR_MSGPACK' }));
+  });
+});
