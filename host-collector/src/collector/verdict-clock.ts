@@ -88,6 +88,8 @@ export class VerdictClock {
   private evaluatedAt = this.decidedSince;
   private dueAt: number | null = null;
   private timer: NodeJS.Timeout | null = null;
+  /** The moment `timer` is armed for. */
+  private timerDue: number | null = null;
   /** Conditions raised and not yet cleared, with their detail when raised. */
   private readonly raised = new Map<ConditionName, string>();
   private stopped = false;
@@ -146,12 +148,22 @@ export class VerdictClock {
       this.hooks.record('state', { state: v.state, previous, reason });
       this.hooks.transition({ state: v.state, previous, reason, lagMs: Math.max(0, now - (causeAt ?? now)) });
     }
+    // The timer armed for this very moment stays (a booting sandbox's start deadline does not
+    // move with each batch): thousands of sandboxes would otherwise re-arm one per batch.
+    if (this.timer && this.timerDue === v.recheckAt) return;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    this.timerDue = v.recheckAt;
     if (v.recheckAt !== null) {
       // +1 ms so the threshold has certainly passed when we look again.
       const due = v.recheckAt;
-      this.timer = setTimeout(() => this.evaluate(due), Math.max(0, due - now) + 1);
+      this.timer = setTimeout(
+        () => {
+          this.timer = null;
+          this.evaluate(due);
+        },
+        Math.max(0, due - now) + 1,
+      );
     }
   }
 
