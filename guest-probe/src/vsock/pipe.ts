@@ -1,5 +1,6 @@
 // Turns a raw stream-socket fd (AF_VSOCK, or AF_UNIX/TCP in tests) into an ordinary
-// net.Socket / net.Server by handing it to a libuv Pipe handle.
+// net.Socket / net.Server by handing it to a libuv Pipe handle; and listens on a Unix path
+// with one (serverAtPath), without the modules Node's own listen() loads.
 //
 // Why a Pipe: Node's public fd paths (new net.Socket({fd}), server.listen({fd})) ask libuv's
 // uv_guess_handle() what the fd is, and that knows only TCP (AF_INET/6) and PIPE (AF_UNIX);
