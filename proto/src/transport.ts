@@ -106,26 +106,22 @@ export async function listen(
 ): Promise<net.Server> {
   const a = toAddress(address);
   if (a.kind === 'vsock') return needVsock(a).listen(a.cid, a.port, onConnection);
-  const bind = async (): Promise<net.Server> => {
-    if (a.kind !== 'unix') {
-      const server = nodeNet().createServer(onConnection);
-      return listening(server, () => server.listen(a.port, a.host));
-    }
-    // bind(2) creates the file with the umask's mode, synchronously inside listen() (and
-    // the unix listener): a umask set around the call alone gives the file its mode from
-    // the start, and is restored before anything else runs.
-    const umask = opts.mode === undefined ? null : process.umask(0o777 & ~opts.mode);
-    let bound: Promise<net.Server>;
+  const make = (): Promise<net.Server> => {
+    if (a.kind === 'unix' && unixListener) return listening(unixListener(a.path, onConnection));
+    const server = nodeNet().createServer(onConnection);
+    return listening(server, () => (a.kind === 'unix' ? server.listen(a.path) : server.listen(a.port, a.host)));
+  };
+  const bind = (): Promise<net.Server> => {
+    if (a.kind !== 'unix' || opts.mode === undefined) return make();
+    // bind(2) creates the file with the umask's mode, synchronously inside listen() (and the
+    // unix listener): a umask set around the call alone gives the file its mode from the
+    // start, and is restored before anything else runs.
+    const umask = process.umask(0o777 & ~opts.mode);
     try {
-      if (unixListener) bound = listening(unixListener(a.path, onConnection));
-      else {
-        const server = nodeNet().createServer(onConnection);
-        bound = listening(server, () => server.listen(a.path));
-      }
+      return make();
     } finally {
-      if (umask !== null) process.umask(umask);
+      process.umask(umask);
     }
-    return bound;
   };
   let server: net.Server;
   try {
