@@ -1,9 +1,9 @@
 // The socket picture of the sandbox, cheap enough for every tick: totals from
-// /proc/net/sockstat (~0.01 ms; kept open, read again each tick), and a census (counts by TCP state and the
-// busiest remote endpoints, aggregated in the addon from one sock_diag dump) only now and
-// then (CENSUS_EVERY_MS, longer when a census is costly) or when the totals jump. Never a
-// /proc/net/tcp scan per tick: with an MMDS poll storm's thousands of sockets that alone
-// would cost a large share of a core.
+// /proc/net/sockstat (~0.01 ms; kept open, read again each tick), and a census (counts by
+// TCP state and the busiest remote endpoints, aggregated in the addon from one sock_diag
+// dump) only now and then (CENSUS_EVERY_MS, longer when a census is costly) or when the
+// totals jump. Never a /proc/net/tcp scan per tick: with an MMDS poll storm's thousands of
+// sockets that alone would cost a large share of a core.
 
 import type { EventBody } from '@vsockdiag/proto';
 import type { SocketCensus } from './diag.js';
