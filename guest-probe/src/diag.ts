@@ -2,7 +2,8 @@
  * TCP socket queries through the addon's netlink sock_diag (inet_diag) code.
  *
  * COST: a LISTEN-only dump walks only the kernel's listening hash
- * (tens of microseconds), so listListeners() is the per-tick listener check. socketCensus()
+ * (tens of microseconds), so listListeners() can run every tick; findListener() looks one
+ * socket up without walking anything, so a listener already known is checked that way. socketCensus()
  * dumps every socket of the requested states; the kernel walks its whole established hash for
  * that (a fixed floor of a few hundred microseconds on a large hash, plus the sockets), but no
  * text is formatted and no JS object is made per socket: the counting happens in C. Run it at
@@ -94,6 +95,16 @@ export function tcpStateMask(states: Iterable<number | TcpStateName>): number {
  */
 export function listListeners(port?: number): TcpListener[] {
   return loadNative().diagListeners(port);
+}
+
+/**
+ * The listener a connection to `address`:`port` would reach, or null: one hash lookup in the
+ * kernel, no dump (see diag.c). Pass a listener's own address (from listListeners()) to ask
+ * whether it is still there; compare inodes to know it is the same socket. Throws like
+ * listListeners().
+ */
+export function findListener(address: string, port: number): TcpListener | null {
+  return loadNative().diagListener(address, port);
 }
 
 /** Counts TCP sockets by state and by remote; see SocketCensusOptions. Throws like listListeners(). */

@@ -2,12 +2,12 @@
 // owning pid, found through the socket's inode) and unbound. Sampled fast during boot, so
 // the bind time is known to within the boot interval.
 //
-// Where LISTEN sockets come from: a netlink sock_diag query (the addon; ~0.06 ms) when the
-// kernel answers one, else /proc/net/tcp{,6} (milliseconds of kernel time per read, more
+// Where LISTEN sockets come from: a netlink sock_diag query (the addon; a dump ~0.06 ms, a
+// known listener looked up alone a fraction of that) when the kernel answers one, else /proc/net/tcp{,6} (milliseconds of kernel time per read, more
 // under an MMDS poll storm). The probe reports which one it uses.
 
 import type { EventBody } from '@vsockdiag/proto';
-import { diagAvailable, listListeners } from './diag.js';
+import { type TcpListener, diagAvailable, findListener, listListeners } from './diag.js';
 import { TcpState, findSocketOwner, listPids, readTcpSockets } from './proc/index.js';
 
 export interface ListeningSocket {
@@ -43,12 +43,44 @@ export function procListenerQuery(procRoot: string, fallbackReason?: string): Li
   };
 }
 
+/**
+ * Listeners from sock_diag. Once one is known, each query first asks the kernel for it alone
+ * (findListener: a hash lookup) and dumps the listening sockets only when that socket is gone
+ * or another answers in its place. The dump walks the kernel's whole listening hash, twice
+ * (IPv4, IPv6): the largest part of a settled probe's tick. A second listener that joins the
+ * port beside the known one is not reported while the known one stays; only the first listener
+ * was ever reported (ListenerWatcher).
+ */
+export function sockDiagListenerQuery(find = findListener, dump = listListeners): ListenerQuery {
+  let known: TcpListener | null = null;
+  return {
+    source: 'sock_diag',
+    listening(port) {
+      if (known !== null && known.port === port) {
+        // A kernel that refuses the lookup (none seen; the dump's own errors still surface)
+        // costs this query a dump, as before lookups.
+        let now: TcpListener | null = null;
+        try {
+          now = find(known.address, port);
+        } catch {}
+        if (now !== null && now.inode === known.inode) {
+          known = now;
+          return [now];
+        }
+      }
+      const all = dump(port);
+      known = all[0] ?? null;
+      return all;
+    },
+  };
+}
+
 /** sock_diag when the kernel answers it (it only sees the real /proc's namespace), else /proc. */
 export function pickListenerQuery(procRoot: string): ListenerQuery {
   if (procRoot !== '/proc') return procListenerQuery(procRoot);
   let why: string;
   try {
-    if (diagAvailable()) return { source: 'sock_diag', listening: (port) => listListeners(port) };
+    if (diagAvailable()) return sockDiagListenerQuery();
     why = 'the kernel did not answer a sock_diag query';
   } catch (err) {
     why = (err as Error).message;

@@ -63,6 +63,12 @@ export interface NativeAddon {
    * `code` is the errno name if the kernel refuses the query; TypeError/RangeError for a bad port.
    */
   diagListeners(port?: number): import('./diag.js').TcpListener[];
+  /**
+   * The LISTEN socket a connection to `address`:`port` would reach, looked up by the kernel
+   * without a dump (a wildcard listener answers for any address), or null. Throws as above;
+   * TypeError for an address that is neither IPv4 nor IPv6 text.
+   */
+  diagListener(address: string, port: number): import('./diag.js').TcpListener | null;
   /** Counts TCP sockets by state and by remote, in C, from one dump per family. See diag.ts. */
   diagCensus(opts?: import('./diag.js').SocketCensusOptions): import('./diag.js').SocketCensus;
   /** True when a NETLINK_SOCK_DIAG socket opens and answers a LISTEN query. Never throws. */

@@ -7,7 +7,7 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { diagAvailable, listListeners, socketCensus, tcpStateMask } from '../src/diag.js';
+import { diagAvailable, findListener, listListeners, socketCensus, tcpStateMask } from '../src/diag.js';
 import { loadNative } from '../src/native.js';
 import { TcpState } from '../src/proc/net-tcp.js';
 
@@ -77,6 +77,26 @@ describe('sock_diag wrappers', () => {
     }
   });
 
+  it('looks one listener up without a dump: by its address, or any address for a wildcard', async () => {
+    const v4 = await listen('127.0.0.1', 7);
+    const port = portOf(v4);
+    expect(findListener('127.0.0.1', port)).toEqual(listListeners(port)[0]);
+    // A connected socket on the port is not the listener; the lookup still finds the listener.
+    await connect('127.0.0.1', port);
+    expect(findListener('127.0.0.1', port)?.inode).toBe(inodeOf(v4));
+    // Bound to 127.0.0.1 only: a connection to another address would not reach it.
+    expect(findListener('127.0.0.2', port)).toBeNull();
+
+    // Node's default host is the dual-stack wildcard ::, as Go's ":49983" is.
+    const wild = await listen('::');
+    const wport = portOf(wild);
+    for (const address of ['::', '::1', '0.0.0.0', '127.0.0.1', '::ffff:127.0.0.1']) {
+      expect(findListener(address, wport), address).toMatchObject({ family: 6, address: '::', port: wport, inode: inodeOf(wild) });
+    }
+    await new Promise((r) => wild.close(r));
+    expect(findListener('::', wport)).toBeNull();
+  });
+
   it('counts the connections to our server with a remote filter', async () => {
     const server = await listen('127.0.0.1');
     const port = portOf(server);
@@ -126,6 +146,12 @@ describe('sock_diag wrappers', () => {
       [() => socketCensus({ remote: { address: '::1', port: 70000 } }), RangeError, 'ERR_OUT_OF_RANGE'],
       [() => native.diagCensus!({ remote: { port: 80 } }), TypeError, 'ERR_INVALID_ARG_TYPE'],
       [() => native.diagCensus!({ remote: '127.0.0.1' }), TypeError, 'ERR_INVALID_ARG_TYPE'],
+      [() => native.diagListener!(80, 80), TypeError, 'ERR_INVALID_ARG_TYPE'],
+      [() => native.diagListener!('::'), TypeError, 'ERR_INVALID_ARG_TYPE'],
+      [() => findListener('localhost', 80), TypeError, 'ERR_INVALID_ARG_VALUE'],
+      [() => findListener('::1\u0000', 80), TypeError, 'ERR_INVALID_ARG_VALUE'],
+      [() => findListener('::1', 0), RangeError, 'ERR_OUT_OF_RANGE'],
+      [() => findListener('::1', 65536), RangeError, 'ERR_OUT_OF_RANGE'],
     ];
     for (const [fn, type, code] of cases) {
       let caught: unknown;
@@ -149,12 +175,13 @@ describe('sock_diag wrappers', () => {
       const addon = require(${JSON.stringify(ADDON)});
       const fds = [];
       try { for (;;) fds.push(fs.openSync('/dev/null', 'r')); } catch (e) { if (e.code !== 'EMFILE') throw e; }
-      let listeners, census;
+      let listeners, census, one;
       try { addon.diagListeners(); } catch (e) { listeners = { name: e.constructor.name, code: e.code, message: e.message }; }
       try { addon.diagCensus({}); } catch (e) { census = { code: e.code, message: e.message }; }
+      try { addon.diagListener('::', 80); } catch (e) { one = { code: e.code, message: e.message }; }
       const available = addon.diagAvailable();
       for (const fd of fds) fs.closeSync(fd);
-      console.log(JSON.stringify({ listeners, census, available, after: addon.diagAvailable() }));
+      console.log(JSON.stringify({ listeners, census, one, available, after: addon.diagAvailable() }));
     `;
     const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30_000 });
     expect(r.status, r.stderr).toBe(0);
@@ -166,6 +193,7 @@ describe('sock_diag wrappers', () => {
         message: 'sock_diag: socket(AF_NETLINK, NETLINK_SOCK_DIAG): Too many open files',
       },
       census: { code: 'EMFILE', message: 'sock_diag: socket(AF_NETLINK, NETLINK_SOCK_DIAG): Too many open files' },
+      one: { code: 'EMFILE', message: 'sock_diag: socket(AF_NETLINK, NETLINK_SOCK_DIAG): Too many open files' },
       available: false,
       after: true,
     });

@@ -3,7 +3,8 @@ import { spawn } from 'node:child_process';
 import net from 'node:net';
 import type { EventBody, EventOf } from '@vsockdiag/proto';
 import { childReaper } from '../../test/support/children.js';
-import { ListenerWatcher, pickListenerQuery, procListenerQuery, type ListenerQuery } from '../src/listener.js';
+import { findListener, listListeners } from '../src/diag.js';
+import { ListenerWatcher, pickListenerQuery, procListenerQuery, sockDiagListenerQuery, type ListenerQuery } from '../src/listener.js';
 
 // Both sources of LISTEN sockets must give the same answers.
 const SOURCES: Record<string, () => ListenerQuery> = {
@@ -177,8 +178,81 @@ describe.each(Object.keys(SOURCES))('ListenerWatcher (live, %s)', (source) => {
       const { tick } = watcher(port); // the "target" (us) does not own it: found by a scan
       const out = tick();
       expect(out).toEqual([expect.objectContaining({ kind: 'listener.bound', port, address: '127.0.0.1', pid: py.pid, acceptQueue: 2 })]);
+      // A later query sees the queue grow (sock_diag: from the lookup of the known listener).
+      const third = net.connect(port, '127.0.0.1');
+      clients.push(third);
+      await new Promise<void>((resolve) => third.once('connect', () => resolve()));
+      expect(query.listening(port)).toEqual([expect.objectContaining({ port, acceptQueue: 3 })]);
     } finally {
       clients.forEach((c) => c.destroy());
     }
+  });
+});
+
+describe('sockDiagListenerQuery', () => {
+  /** The query with its kernel lookups counted. */
+  function counted() {
+    const calls = { find: 0, dump: 0 };
+    const q = sockDiagListenerQuery(
+      (address, port) => {
+        calls.find++;
+        return findListener(address, port);
+      },
+      (port) => {
+        calls.dump++;
+        return listListeners(port);
+      },
+    );
+    return { q, calls };
+  }
+
+  it('dumps until a listener is known, then looks only that one up', async () => {
+    const port = await freePort();
+    const { q, calls } = counted();
+    expect(q.listening(port)).toEqual([]);
+    expect(q.listening(port)).toEqual([]);
+    expect(calls).toEqual({ find: 0, dump: 2 });
+
+    const s = await listenOn(port);
+    const [first] = q.listening(port);
+    expect(first).toMatchObject({ address: '127.0.0.1', port });
+    for (let i = 0; i < 3; i++) expect(q.listening(port)).toEqual([first]);
+    expect(calls).toEqual({ find: 3, dump: 3 });
+
+    // Gone: the lookup misses, one dump confirms, and the dumps resume.
+    await close(s);
+    expect(q.listening(port)).toEqual([]);
+    expect(calls).toEqual({ find: 4, dump: 4 });
+    expect(q.listening(port)).toEqual([]);
+    expect(calls).toEqual({ find: 4, dump: 5 });
+  });
+
+  it('sees a listener replaced between two queries (same address and port, new socket)', async () => {
+    const port = await freePort();
+    const { q } = counted();
+    const s1 = await listenOn(port);
+    const [first] = q.listening(port);
+    await close(s1);
+    await listenOn(port);
+    const [second] = q.listening(port);
+    expect(second).toMatchObject({ address: '127.0.0.1', port });
+    expect(second!.inode).not.toBe(first!.inode);
+  });
+
+  it('answers from the dump when the kernel refuses the lookup', () => {
+    const l = { family: 4 as const, address: '127.0.0.1', port: 9, inode: 5, acceptQueue: 0, backlog: 1 };
+    let dumps = 0;
+    const q = sockDiagListenerQuery(
+      () => {
+        throw Object.assign(new Error('sock_diag: AF_INET lookup: Invalid argument'), { code: 'EINVAL' });
+      },
+      () => {
+        dumps++;
+        return [l];
+      },
+    );
+    expect(q.listening(9)).toEqual([l]);
+    expect(q.listening(9)).toEqual([l]);
+    expect(dumps).toBe(2);
   });
 });

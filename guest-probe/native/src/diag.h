@@ -4,7 +4,8 @@
 #include <node_api.h>
 
 /* Defines this area's functions on the addon's exports: diagListeners(port?),
- * diagCensus(opts?) and diagAvailable() (TCP socket queries over NETLINK_SOCK_DIAG; see diag.c). */
+ * diagListener(address, port), diagCensus(opts?) and diagAvailable() (TCP socket queries over
+ * NETLINK_SOCK_DIAG; see diag.c). */
 napi_status diag_register(napi_env env, napi_value exports);
 
 #endif
