@@ -3,8 +3,9 @@
 // 1. measureFleet(N): a real collector with N registered sandboxes (each its own udsPath;
 //    the collector listens on <udsPath>_52000) and N light probes (load-clients.ts, in a
 //    child process so their CPU is neither ours nor the collector's) speaking the real
-//    protocol over those Unix sockets: hello, a heartbeat a second and one small event batch
-//    a second each. Half say hello as `ready`, half as `booting`, so the states are real.
+//    protocol over those Unix sockets: hello, then one small event batch a second each (and a
+//    heartbeat only after a second with nothing else sent, as the probe's link does: none
+//    while batches flow). Half say hello as `ready`, half as `booting`, so the states are real.
 //    Then, in turn:
 //      - a quiet window: the collector's CPU (utime + stime from /proc/<pid>/stat, % of one
 //        core) and RSS at the end; no API traffic during it;

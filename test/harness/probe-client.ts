@@ -27,7 +27,8 @@ export interface ProbeClientOptions {
   bootId?: string;
   /** Said in the hello: the seq at which this probe's previous link was lost. */
   lostAtSeq?: number;
-  /** Send heartbeats this often (the collector closes a session silent for 5 s). */
+  /** Send a heartbeat at the end of every heartbeatMs in which nothing else was sent, as the
+   *  probe's link does (the collector closes a session silent for 5 s). */
   heartbeatMs?: number;
   /** Called on each message from the collector (to answer its commands, say). */
   onMessage?: (m: CollectorMessage, client: ProbeClient) => void;
@@ -41,6 +42,8 @@ export class ProbeClient {
   closed: Promise<void> = Promise.resolve();
   seq: number;
   private waiters: Array<() => void> = [];
+  /** Whether a frame went out since the last heartbeat tick. */
+  private sentSinceTick = false;
 
   constructor(private readonly opts: ProbeClientOptions) {
     this.seq = opts.lastSeq ?? 0;
@@ -70,7 +73,10 @@ export class ProbeClient {
     socket.on('data', (d: Buffer) => decoder.push(d));
     socket.on('error', () => {});
     if (this.opts.heartbeatMs) {
-      const timer = setInterval(() => this.heartbeat(), this.opts.heartbeatMs);
+      const timer = setInterval(() => {
+        if (!this.sentSinceTick) this.heartbeat();
+        this.sentSinceTick = false;
+      }, this.opts.heartbeatMs);
       socket.once('close', () => clearInterval(timer));
     }
     const hello = helloMessage({
@@ -89,6 +95,7 @@ export class ProbeClient {
   }
 
   send(m: ProbeMessage): boolean {
+    this.sentSinceTick = true;
     return this.socket!.write(encodeMessage(m));
   }
 
