@@ -17,7 +17,8 @@
 //        from the sandbox's history), and others whose target appears bound (bind → ready:
 //        the `ready` state event, on the collector's clock, minus the client's write);
 //      - optionally the readiness API at a steady open-loop rate against /healthz at the
-//        same rate, in alternating blocks (keep-alive agent, random sandbox ids).
+//        same rate, in alternating blocks (a lean keep-alive client, lean-http.ts; random
+//        sandbox ids).
 //    With FleetOptions.fitFds, a fleet larger than the collector's descriptor limit allows is
 //    cut to what fits (2 per session) instead of refused; with `setup`, registering and
 //    connecting each stop at a deadline and the run goes on with the sessions it has. With
@@ -33,7 +34,6 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -43,6 +43,7 @@ import { ROOT, allEvents, startCollector, type CollectorProcess } from '../harne
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { ProbeClient } from '../harness/probe-client.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
+import { LeanHttpPool } from './lean-http.js';
 import { cpuMs, runDelayMs, statusFields } from './proc.js';
 import { summarize } from './stats.js';
 
@@ -142,8 +143,7 @@ const ANSWER_GRACE_MS = 2000;
 
 /** Fires GETs at `rate`/s for `ms` on a fixed schedule (not waiting for answers). */
 async function openLoop(
-  agent: http.Agent,
-  base: URL,
+  pool: LeanHttpPool,
   rate: number,
   ms: number,
   pathOf: () => string,
@@ -153,46 +153,39 @@ async function openLoop(
   const total = Math.floor((rate * ms) / 1000);
   let sent = 0;
   let answered = 0;
-  const pending = new Set<{ t0: number; req: http.ClientRequest }>();
+  /** Send time by request number, for those not answered yet. */
+  const pending = new Map<number, number>();
   await new Promise<void>((resolve) => {
     const cutoff = setTimeout(() => {
       const now = performance.now();
-      for (const p of pending) {
-        into.lat.push(now - p.t0);
+      for (const t0 of pending.values()) {
+        into.lat.push(now - t0);
         into.statuses.unanswered = (into.statuses.unanswered ?? 0) + 1;
-        p.req.destroy();
       }
       pending.clear();
+      pool.abandon();
       sent = total;
       resolve();
     }, ms + ANSWER_GRACE_MS);
-    const done = () => {
-      if (++answered === total) {
-        clearTimeout(cutoff);
-        resolve();
-      }
-    };
     const fire = () => {
       const due = Math.min(total, Math.floor(((performance.now() - start) * rate) / 1000) + 1);
       for (; sent < due; sent++) {
         const scheduled = start + (sent * 1000) / rate;
         const t0 = performance.now();
         into.lag.push(t0 - scheduled);
-        const req = http.get({ agent, host: base.hostname, port: base.port, path: pathOf() }, (res) => {
-          res.resume();
-          res.on('end', () => {
-            if (!pending.delete(entry)) return;
+        const id = sent;
+        pending.set(id, t0);
+        pool.get(pathOf(), (result) => {
+          if (!pending.delete(id)) return;
+          if (result === 'error') into.statuses.error = (into.statuses.error ?? 0) + 1;
+          else {
             into.lat.push(performance.now() - t0);
-            into.statuses[res.statusCode!] = (into.statuses[res.statusCode!] ?? 0) + 1;
-            done();
-          });
-        });
-        const entry = { t0, req };
-        pending.add(entry);
-        req.on('error', () => {
-          if (!pending.delete(entry)) return;
-          into.statuses.error = (into.statuses.error ?? 0) + 1;
-          done();
+            into.statuses[result] = (into.statuses[result] ?? 0) + 1;
+          }
+          if (++answered === total) {
+            clearTimeout(cutoff);
+            resolve();
+          }
         });
       }
       if (sent < total) setTimeout(fire, 1);
@@ -205,17 +198,19 @@ async function openLoop(
 /** Readiness of random sandboxes from the main API, from the readiness thread when the
  *  collector has one (--readiness-http), and /healthz: blocks in turn, each at `rate`/s. */
 async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, totalMs: number, blocks: number, mark: () => void) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   const main = new URL(c.url);
   const thread = c.readinessUrl ? new URL(c.readinessUrl) : null;
   const series = () => ({ lat: [] as number[], statuses: {} as Record<string, number>, lag: [] as number[], ms: 0 });
   const acc = { readiness: series(), thread: series(), healthz: series() };
   type Which = keyof typeof acc;
   const randomReadiness = () => `/v1/sandboxes/${ids[Math.floor(Math.random() * ids.length)]}/readiness`;
-  const target: Record<Which, { base: URL; path: () => string }> = {
-    readiness: { base: main, path: randomReadiness },
-    thread: { base: thread ?? main, path: randomReadiness },
-    healthz: { base: main, path: () => '/healthz' },
+  const pool = (u: URL) => new LeanHttpPool(u.hostname, Number(u.port), 64);
+  const mainPool = pool(main);
+  const threadPool = thread ? pool(thread) : mainPool;
+  const target: Record<Which, { pool: LeanHttpPool; path: () => string }> = {
+    readiness: { pool: mainPool, path: randomReadiness },
+    thread: { pool: threadPool, path: randomReadiness },
+    healthz: { pool: mainPool, path: () => '/healthz' },
   };
   const order: Which[] = thread ? ['readiness', 'thread', 'healthz'] : ['readiness', 'healthz'];
   const blockMs = totalMs / blocks;
@@ -223,9 +218,8 @@ async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, t
   // Warm the connections and the routes.
   for (let i = 0; i < 20; i++) {
     for (const which of order) {
-      const { base } = target[which];
       const path = which === 'healthz' ? '/healthz' : `/v1/sandboxes/${ids[i % ids.length]}/readiness`;
-      await openLoop(agent, base, 200, 50, () => path, { lat: [], statuses: {}, lag: [] });
+      await openLoop(target[which].pool, 200, 50, () => path, { lat: [], statuses: {}, lag: [] });
     }
   }
   mark();
@@ -235,7 +229,7 @@ async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, t
     // Each block starts with the next series, so none always follows the same one.
     for (let k = 0; k < order.length; k++) {
       const which = order[(b + k) % order.length]!;
-      acc[which].ms += await openLoop(agent, target[which].base, rate, blockMs, target[which].path, acc[which]);
+      acc[which].ms += await openLoop(target[which].pool, rate, blockMs, target[which].path, acc[which]);
     }
   }
   mark();
@@ -244,7 +238,8 @@ async function readinessLoad(c: CollectorProcess, ids: string[], rate: number, t
     collector: ((runDelayMs(pid) - wait0.collector) / ms) * 100,
     bench: ((runDelayMs('self') - wait0.self) / ms) * 100,
   };
-  agent.destroy();
+  mainPool.destroy();
+  threadPool.destroy();
   const fig = (a: ReturnType<typeof series>): RateFigure => ({
     requests: a.lat.length,
     seconds: a.ms / 1000,
