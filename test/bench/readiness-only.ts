@@ -29,7 +29,7 @@ try {
     `${name}: p50 ${x.latency.p50.toFixed(2)} ms, p99 ${x.latency.p99.toFixed(2)} ms, max ${x.latency.max.toFixed(1)} ms (${x.requests} at ${x.rate.toFixed(0)}/s)`;
   process.stdout.write(
     `${r.thread ? `${line('thread   ', r.thread)}\n` : ''}${line('readiness', r.readiness)}\n${line('/healthz  ', r.healthz)}\n` +
-      `collector: ${f.cpuPct.toFixed(1)} % of a core at 1 Hz, RSS ${f.rssMiB.toFixed(1)} MiB; run-queue wait during requests ${r.runDelayPct.collector.toFixed(1)} %\n`,
+      `collector: ${f.cpuPct.toFixed(1)} % of a core at 1 Hz, RSS ${f.rssMiB.toFixed(1)} MiB; run-queue wait during requests ${r.runDelayPct.collector.toFixed(1)} % (the client at nice ${r.clientNice})\n`,
   );
   const rd = f.profile?.readiness;
   if (rd) {

@@ -226,7 +226,8 @@ so it includes the trip over the socket and any wait behind the event loop, not 
 the readiness thread, readiness from the main API and the main API's /healthz, each at ${n0(T.readinessRate)} requests/s on an
 open-loop schedule, in blocks taken in turn, ${n0(r.seconds, 1)} s each
 (a lean keep-alive HTTP/1.1 client, \`lean-http.ts\`, where node:http's own would cost a quarter of a core; a request not answered 2 s after its block's schedule ended counts as \`unanswered\`, its wait so far as
-its latency, a lower bound; this process's worst send lag ${ms(Math.max(r.maxSendLagMs, h.maxSendLagMs))} ms, its run-queue wait ${n0(runDelayPct.bench, 1)} %).
+its latency, a lower bound; this process, the measuring client, at nice ${f.readiness!.clientNice} so that a reply waiting for it to get a CPU is not
+counted as the collector's latency: worst send lag ${ms(Math.max(r.maxSendLagMs, h.maxSendLagMs))} ms, run-queue wait ${n0(runDelayPct.bench, 1)} %).
 Sessions the collector closed during the run: ${n0(f.closed)}${
     f.closed
       ? ' (the collector closes a session it has not heard from for 5 s, and with its event loop seconds behind, heartbeats wait unread; CPU and RSS count as met only with the whole fleet)'
