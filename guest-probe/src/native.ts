@@ -113,7 +113,8 @@ export interface NativeAddon {
    * its walk's start to stack.hi (fields: the atomicstatus, stack.lo, stack.hi, sched.sp and
    * syscallsp offsets). `window[k]` is where g k's window starts in the returned buffer, or
    * -3 (no g), -2 (dead), -1 (running); `got[k]` the bytes of it that read. null, having read
-   * only the g's, when the windows would take more than maxStackBytes. Errors as memRead.
+   * only the g's, when the windows would take more than maxStackBytes. The windows go into
+   * `into` (which is then returned) when they fit, else into a new Buffer. Errors as memRead.
    */
   memSnapshot(
     pid: number,
@@ -126,6 +127,7 @@ export interface NativeAddon {
     window: Float64Array,
     got: Int32Array,
     maxStackBytes: number,
+    into?: Buffer,
   ): Buffer | null;
 }
 

@@ -391,6 +391,20 @@ describe("pause mode's native copy (memSnapshot)", () => {
           if (native.got[k]! > 0) windows++;
         }
         expect(windows).toBeGreaterThanOrEqual(300);
+        // Reserved before the stop: the windows land in the buffer made (and written) then; one
+        // reserved too small for them gives way to a new buffer. Either way the same bytes.
+        for (const room of [n + 1, 1]) {
+          const reserved = new Snapshot();
+          reserved.reserve(room, layout.size);
+          const before = reserved.stack;
+          expect(reserved.readAll(mem, layout, arr, n + 1, 64 << 20)).toBe(true);
+          expect(reserved.stack === before, `room for ${room}`).toBe(room > 1);
+          for (let k = 0; k <= n; k++) {
+            const w = js.window[k]!;
+            if (w < 0) continue;
+            expect(reserved.stack.subarray(w, w + reserved.got[k]!).equals(js.stack.subarray(w, w + js.got[k]!)), `g ${k}`).toBe(true);
+          }
+        }
         // Too large: only the g's are read.
         expect(native.readAll(mem, layout, arr, n + 1, 16)).toBe(false);
       } finally {

@@ -66,20 +66,33 @@ export class ProcessMemory implements AddressSpace {
 
   /**
    * Every g of `allgs` and its stack window in one native call (pause mode, the target
-   * stopped): see NativeAddon.memSnapshot. Counted as two batches.
+   * stopped): see NativeAddon.memSnapshot. The windows go into `out.stack` when they fit.
+   * Counted as two batches.
    */
   snapshot(
     allgs: Buffer,
     count: number,
     gSize: number,
     fields: Int32Array,
-    out: { addrs: Float64Array; hdr: Buffer; window: Float64Array; got: Int32Array },
+    out: { addrs: Float64Array; hdr: Buffer; window: Float64Array; got: Int32Array; stack: Buffer },
     maxStackBytes: number,
   ): Buffer | null {
     this.batches += 2;
     this.ranges += 2 * count;
     try {
-      return this.native.memSnapshot(this.pid, allgs, count, gSize, fields, out.addrs, out.hdr, out.window, out.got, maxStackBytes);
+      return this.native.memSnapshot(
+        this.pid,
+        allgs,
+        count,
+        gSize,
+        fields,
+        out.addrs,
+        out.hdr,
+        out.window,
+        out.got,
+        maxStackBytes,
+        out.stack,
+      );
     } catch (err) {
       throw translate(err, this.pid);
     }

@@ -7,6 +7,10 @@ import { G_STATUS, type GLayout } from './layout.js';
 import type { ProcessMemory } from './memory.js';
 import { u64v, viewOf } from './space.js';
 
+/** Stack window bytes per goroutine reserved for pause mode: a parked goroutine's window was
+ *  ~300 bytes in the 10,000-goroutine fake envd; more is read into a new buffer. */
+const WINDOW_GUESS = 512;
+
 /** snapshot() marks in `window`: the g did not read, is dead, or runs (no stack to walk). */
 export const NO_G = -3;
 export const DEAD = -2;
@@ -102,9 +106,20 @@ export class Snapshot {
     return true;
   }
 
-  /** Room for n goroutines, made before the target is stopped (the allocation is then not part of the pause). */
+  /**
+   * Room for n goroutines and their stack windows, made before the target is stopped, and
+   * written to: a fresh buffer of megabytes is fresh pages, which the kernel would otherwise
+   * fault in during the copy, while the target waits (memread.c, memSnapshot).
+   */
   reserve(n: number, gSize: number): void {
     this.size(n, gSize);
+    this.hdr.fill(0);
+    const windows = n * WINDOW_GUESS;
+    if (this.stack.length < windows) {
+      this.stack = Buffer.allocUnsafe(windows);
+      this.stackView = viewOf(this.stack);
+    }
+    this.stack.fill(0);
   }
 
   /**
