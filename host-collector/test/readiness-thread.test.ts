@@ -1,6 +1,7 @@
 // The readiness thread (--readiness-http): the readiness route on a port of its own, answered
 // from the thread's mirror of the fleet. Each test runs a collector from source with the
 // thread bundled from source (support/workers.ts) and a probe speaking the real protocol.
+import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import type { Hello } from '@vsockdiag/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../test/support/wait.js';
 import { Collector } from '../src/collector/collector.js';
+import { READINESS_NICE } from '../src/readiness/priority.js';
 import { call, expectError, probeClients, readyStatus, type Json } from './support/api.js';
 import { inProcessCollectors } from './support/collector.js';
 import { EXITING_READINESS_WORKER, READINESS_WORKER, bundleWorker } from './support/workers.js';
@@ -229,6 +231,35 @@ describe('the readiness thread', () => {
     expect(back.json).toMatchObject({ ready: false, state: 'registered' });
     expect((await call(readiness, 'GET', '/healthz')).json).toEqual({ ok: true, sandboxes: 1 });
     expect(await threadUp(url)).toBe('1');
+  });
+});
+
+describe("the readiness thread's priority", () => {
+  /** This process's threads by nice value (/proc/self/task/<tid>/stat, field 19). */
+  function niceOfThreads(): Map<number, number> {
+    const out = new Map<number, number>();
+    for (const tid of fs.readdirSync('/proc/self/task')) {
+      try {
+        const stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+        out.set(Number(tid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]));
+      } catch {
+        // A thread that ended meanwhile.
+      }
+    }
+    return out;
+  }
+  const atReadinessNice = () => [...niceOfThreads().values()].filter((n) => n === READINESS_NICE).length;
+
+  it(`runs the thread alone at nice ${READINESS_NICE} where the OS allows it, the rest of the collector as it was`, async () => {
+    const before = atReadinessNice();
+    const mainNice = niceOfThreads().get(process.pid);
+    const { collector } = await start();
+    // Root (as CI and the bench run) may lower a nice value; anyone else keeps 0 and is told why.
+    const allowed = process.getuid?.() === 0;
+    await waitFor('the thread to take its priority', () => atReadinessNice() === before + (allowed ? 1 : 0), { timeoutMs: 10_000 });
+    expect(niceOfThreads().get(process.pid)).toBe(mainNice);
+    await collector.stop();
+    await waitFor('the thread to end', () => atReadinessNice() === before, { timeoutMs: 10_000 });
   });
 });
 

@@ -3,6 +3,7 @@
 
 import type { SandboxState } from '../catalogue.js';
 import type { LogLevel } from '../collector/logger.js';
+import type { ThreadPriority } from './priority.js';
 
 /** A sandbox's verdict as of its last evaluation, its reason a template (collector/elapsed.ts)
  *  that the thread renders at each answer, by the read rule of collector/verdict-clock.ts. */
@@ -23,8 +24,8 @@ export interface MirrorUpdate {
   removed: string[];
 }
 
-/** Thread → main, once: it listens (on `url`), or it cannot. */
-export type ThreadStatus = { type: 'listening'; url: string } | { type: 'failed'; message: string };
+/** Thread → main, once: it listens (on `url`, at a priority: priority.ts), or it cannot. */
+export type ThreadStatus = { type: 'listening'; url: string; priority: ThreadPriority } | { type: 'failed'; message: string };
 
 export interface ReadinessWorkerData {
   host: string;

@@ -11,6 +11,7 @@ import type { Logger, LogLevel } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import type { Sandbox } from '../collector/sandbox.js';
 import type { MirroredReading, MirrorUpdate, ReadinessWorkerData, ThreadStatus } from './messages.js';
+import { READINESS_NICE } from './priority.js';
 
 /** Next to the bundle (dist/vsockdiag.js, dist/readiness-worker.js); tests from source pass a built one. */
 const BUNDLED_WORKER = new URL('./readiness-worker.js', import.meta.url);
@@ -90,6 +91,9 @@ export class ReadinessThread {
         if (s.type === 'listening') {
           up = true;
           this.serving = true;
+          const { nice, why } = s.priority;
+          if (why) this.opts.log.info({ nice, why }, `the readiness thread runs at nice ${nice}, not ${READINESS_NICE}`);
+          else this.opts.log.debug({ nice }, `the readiness thread runs at nice ${nice}`);
           resolve(s.url);
         } else reject(new Error(`the readiness thread cannot listen on ${this.opts.host}:${this.port}: ${s.message}`));
       });

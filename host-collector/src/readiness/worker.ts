@@ -13,6 +13,7 @@ import { readinessRoute } from '../http/routes/readiness.js';
 import { ErrorBody, Health } from '../http/schemas.js';
 import type { MirrorUpdate, ReadinessWorkerData, ThreadStatus } from './messages.js';
 import { Mirror } from './mirror.js';
+import { preferThisThread } from './priority.js';
 
 const data = workerData as ReadinessWorkerData;
 const port = parentPort!;
@@ -34,7 +35,7 @@ readinessRoute(api, mirror);
 const say = (s: ThreadStatus) => port.postMessage(s);
 try {
   await app.listen({ host: data.host, port: data.port });
-  say({ type: 'listening', url: urlOf(app.server.address() as net.AddressInfo) });
+  say({ type: 'listening', url: urlOf(app.server.address() as net.AddressInfo), priority: preferThisThread() });
 } catch (err) {
   say({ type: 'failed', message: (err as Error).message });
   process.exit(1);
