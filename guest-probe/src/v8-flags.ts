@@ -5,8 +5,8 @@
 // Why: the probe should cost a VM little more than Node itself. Measured side by side in
 // loaded sandboxes (test/bench/FINDINGS.md, "Issue 17: the probe's memory"):
 // - No more machine code. The probe's steady work is one sample a second, which never gets
-//   hot, yet Sparkplug's baseline code, TurboFan's optimised code and irregexp's native
-//   regular expressions kept about 0.4 MiB of executable pages, and TurboFan's compile
+//   hot, yet Sparkplug's baseline code and TurboFan's optimised code (with irregexp's native
+//   regular expressions) kept about 0.4 MiB of executable pages, and TurboFan's compile
 //   zones left the malloc heap about 0.4 MiB larger. Interpreted, the probe at 1 Hz used no
 //   more CPU; at boot rate (25 samples a second) about a fifth more.
 // - Full collections only, at 1 Hz. A scavenge promotes what lived through two of them, and
@@ -24,9 +24,16 @@
 //
 // A dump is another matter (withDumpFlags). Reading 10,000 goroutines from a Go target's memory
 // took 560 ms of the probe's CPU interpreted, against 50 with all of V8's compilers; with
-// Sparkplug's baseline code (and native regular expressions, and scavenges) it took 210 ms, and
+// Sparkplug's baseline code (and scavenges) it took 210 ms, and
 // the probe's memory peaked lower than with TurboFan (+10.8 MiB against +13.7 to +19). So dumps
 // run with those; the baseline code they leave behind stays.
+//
+// Regular expressions stay as Node runs them (irregexp's native code), whatever the state:
+// Node 20's V8 (11.3) cannot change --regexp-interpret-all in a running process. A regular
+// expression run before the change and again after it crashes the process (SIGSEGV), in
+// either direction. The probe once interpreted them when lean and not during dumps, so a log
+// line or kernel message parsed both before and during a dump would have crashed it
+// (test/v8-flags-live.test.ts: the probe's changes, and that one, in a plain Node).
 //
 // Not on the command line: flags are part of what V8's code cache must match, so a flag in
 // a unit file that the build's cache was not made with would have V8 reject the cache
@@ -39,10 +46,10 @@
 import * as lazy from './lazy-builtins.js';
 
 /** Compilers off (the probe's code is interpreted) and the young generation at its floor. */
-export const LEAN = '--no-turbofan --no-sparkplug --regexp-interpret-all --semi-space-growth-factor=1';
-/** While a dump runs: baseline code, native regular expressions, scavenges, and a young
- *  generation that may grow; TurboFan stays off. */
-export const FOR_DUMPS = '--sparkplug --no-regexp-interpret-all --semi-space-growth-factor=2 --no-gc-global';
+export const LEAN = '--no-turbofan --no-sparkplug --semi-space-growth-factor=1';
+/** While a dump runs: baseline code, scavenges, and a young generation that may grow;
+ *  TurboFan stays off. */
+export const FOR_DUMPS = '--sparkplug --semi-space-growth-factor=2 --no-gc-global';
 
 let lean = false;
 let settled = false;
