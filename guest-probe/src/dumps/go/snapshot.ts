@@ -9,7 +9,7 @@ import { u64v, viewOf } from './space.js';
 
 /** Stack window bytes per goroutine reserved for pause mode: a parked goroutine's window was
  *  ~300 bytes in the 10,000-goroutine fake envd; more is read into a new buffer. */
-const WINDOW_GUESS = 512;
+export const RESERVED_WINDOW_BYTES = 512;
 
 /** snapshot() marks in `window`: the g did not read, is dead, or runs (no stack to walk). */
 export const NO_G = -3;
@@ -114,7 +114,7 @@ export class Snapshot {
   reserve(n: number, gSize: number): void {
     this.size(n, gSize);
     this.hdr.fill(0);
-    const windows = n * WINDOW_GUESS;
+    const windows = n * RESERVED_WINDOW_BYTES;
     if (this.stack.length < windows) {
       this.stack = Buffer.allocUnsafe(windows);
       this.stackView = viewOf(this.stack);
