@@ -3,8 +3,9 @@
 // the bind time is known to within the boot interval.
 //
 // Where LISTEN sockets come from: a netlink sock_diag query (the addon; a dump ~0.06 ms, a
-// known listener looked up alone a fraction of that) when the kernel answers one, else /proc/net/tcp{,6} (milliseconds of kernel time per read, more
-// under an MMDS poll storm). The probe reports which one it uses.
+// known listener looked up alone a fraction of that) when the kernel answers one, else
+// /proc/net/tcp{,6} (milliseconds of kernel time per read, more under an MMDS poll storm).
+// The probe reports which one it uses.
 
 import type { EventBody } from '@vsockdiag/proto';
 import { type TcpListener, diagAvailable, findListener, listListeners } from './diag.js';
