@@ -37,7 +37,12 @@ export const DUMP_CHUNK_BYTES = 256 * 1024;
 /** …and are cut (marked incomplete) beyond this size. A 10,000-goroutine Go dump is ~10 MB. */
 export const MAX_DUMP_BYTES = 64 * 1024 * 1024;
 
-export const HEARTBEAT_INTERVAL_MS = 1000;
+/** Each side sends a heartbeat after this long with nothing else sent (any frame proves it is
+ *  alive), and checks the other's silence as often. Two and a half of them fit in the idle
+ *  timeout. Not one a second: a settled probe sends an events batch every few seconds, so
+ *  heartbeats were most of the link's frames both ways, and each is a wake-up of the guest
+ *  and a write on the collector for every sandbox (issue 17: the probe's CPU at 1 Hz). */
+export const HEARTBEAT_INTERVAL_MS = 2000;
 /** Silence longer than this means the link is dead even if no socket error surfaced
  *  (a snapshot's transport reset may never reach the guest as an error). */
 export const IDLE_TIMEOUT_MS = 5000;

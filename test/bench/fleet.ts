@@ -11,6 +11,7 @@
 // Bounded: fixed counts, fixed windows (VSOCKDIAG_BENCH_FLEET_S, 10–60 s, default 20).
 
 import os from 'node:os';
+import { HEARTBEAT_INTERVAL_MS } from '@vsockdiag/proto';
 import { measureAutoDumps } from './auto-dumps.js';
 import { measureFleet, measureIngest, type FleetFigure, type IngestFigure } from './collector-load.js';
 import type { ProfileDigest, ProfileEntry } from './cpu-profile.js';
@@ -153,7 +154,8 @@ How: a real collector (\`--stall-after 1h --start-deadline 1h\`, so nothing turn
 registered through the API, each with its own udsPath (the collector listens on \`<udsPath>_52000\`), and N
 light probes (test/harness/probe-client.ts) in one child process, each on its own Unix socket, speaking the
 real protocol: hello (every second one with a target that is up and bound, so \`ready\`; the others \`booting\`),
-a heartbeat a second, and one batch a second with a \`sockets\` totals event, at spread-out offsets. After the
+one batch a second with a \`sockets\` totals event, at spread-out offsets, and, as the probe's link does, a heartbeat
+only after ${n0(HEARTBEAT_INTERVAL_MS / 1000)} s with nothing sent (so none: the batches come first). After the
 connection surge settles, a ${n0(f1.windowS)} s window with no API traffic (${n0(b.idle.windowS)} s for the idle baseline): CPU is utime + stime from
 \`/proc/<pid>/stat\` (10 ms ticks), run-queue wait from \`/proc/<pid>/schedstat\`, RSS (\`VmRSS\`, peak \`VmHWM\`) at
 its end. Then ingest → API: ${f1.ingestToApi.n} times, a random client sends a \`phase\` event with a unique name

@@ -4,7 +4,7 @@
 //
 //   {"op":"connect","paths":[...],"readyEvery":2,"deadlineMs"?}
 //                                                  → {"op":"connected","n","failed","ms","cut"}
-//       one ProbeClient per path (heartbeat 1 s); every `readyEvery`-th one says hello with
+//       one ProbeClient per path (heartbeats as the probe's); every `readyEvery`-th one says hello with
 //       a status whose target is up and bound (→ `ready`), the others with the initial status
 //       (→ `booting`). Each then sends one `sockets` totals event a second, at its own offset.
 //       A client not welcomed in time is closed and tried again (3 tries in all).
@@ -30,7 +30,7 @@
 // MAX_LIFETIME_MS whatever happens.
 
 import readline from 'node:readline';
-import { initialStatus, type EventBody, type ProbeStatus } from '@vsockdiag/proto';
+import { HEARTBEAT_INTERVAL_MS, initialStatus, type EventBody, type ProbeStatus } from '@vsockdiag/proto';
 import { ProbeClient, answerThreadsDump } from '../harness/probe-client.js';
 
 const MAX_LIFETIME_MS = 15 * 60_000;
@@ -78,7 +78,7 @@ async function connectAll(paths: string[], readyEvery: number, deadlineMs: numbe
       const c = new ProbeClient({
         path: paths[i]!,
         instanceId: `bench${String(i).padStart(11, '0')}`,
-        heartbeatMs: 1000,
+        heartbeatMs: HEARTBEAT_INTERVAL_MS,
         onMessage: (m, client) => void answerThreadsDump(m, client),
         ...(ready ? { status: readyStatus(performance.now()) } : {}),
       });

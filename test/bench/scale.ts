@@ -14,6 +14,7 @@
 
 import fs from 'node:fs';
 import os from 'node:os';
+import { HEARTBEAT_INTERVAL_MS } from '@vsockdiag/proto';
 import path from 'node:path';
 import { measureFleet, type FleetFigure } from './collector-load.js';
 import type { ProfileDigest } from './cpu-profile.js';
@@ -215,7 +216,7 @@ readiness run, which every latency here includes.
 | bind → ready: the client's write of its bound listener → the collector's \`ready\` | ${stat(v.bindToReady)}; ${v.bindMissed} never ready | — | ${x(v.bindToReady.p99, T.bindToReadyP99Ms)} | ≤ ${T.bindToReadyP99Ms} ms p99: ${met(b.met.bindToReady)} |
 
 How: the fleet of the section above (a real collector, light probes in a child process on their own Unix sockets, hello
-\`ready\` or \`booting\`, one small batch a second each and, as the probe's link does, no heartbeat in a second that had one), here with \`--stall-after ${n0(v.stallMs)}ms\`. Registered in
+\`ready\` or \`booting\`, one small batch a second each and, as the probe's link does, no heartbeat while it sends more often than every ${n0(HEARTBEAT_INTERVAL_MS / 1000)} s), here with \`--stall-after ${n0(v.stallMs)}ms\`. Registered in
 ${n0(f.registerS, 1)} s, connected in ${n0(f.connectS, 1)} s. After the quiet window, for ${n0(v.windowS)} s while the fleet keeps streaming:
 ${v.stuckClients} booting sandboxes get a target that never binds and a \`phase\` every ${n0(v.stallMs + v.censoredAfterMs)} ms, so each goes stuck, back to
 starting and stuck again; the lag is from the sandbox's history (both times on the collector's clock, as in the first
