@@ -2,7 +2,7 @@
 // test opens are asserted (ports the kernel picked for us), plus argument checking and the
 // error shape of a failing syscall (in a child that has used up its file descriptors).
 import { spawnSync } from 'node:child_process';
-import { readlinkSync } from 'node:fs';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -97,6 +97,39 @@ describe('sock_diag wrappers', () => {
     expect(findListener('::', wport)).toBeNull();
   });
 
+  it('keeps one netlink socket for its lookups, and each answer is its own', async () => {
+    // Our sock_diag sockets (protocol 4 in /proc/net/netlink), by inode.
+    const netlinkFds = () => {
+      const diag = new Set(
+        readFileSync('/proc/net/netlink', 'utf8')
+          .split('\n')
+          .slice(1)
+          .map((l) => l.trim().split(/\s+/))
+          .filter((f) => f[1] === '4')
+          .map((f) => f[9]),
+      );
+      return readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return diag.has(/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/self/fd/${fd}`))?.[1]);
+        } catch {
+          return false; // closed while we looked (readdir's own descriptor)
+        }
+      }).length;
+    };
+    const a = await listen('127.0.0.1');
+    const b = await listen('127.0.0.1');
+    findListener('127.0.0.1', portOf(a));
+    const kept = netlinkFds();
+    expect(kept).toBe(1);
+    // Alternating ports and answers (found, then gone): a lookup never reads another's answer.
+    for (let i = 0; i < 200; i++) {
+      expect(findListener('127.0.0.1', portOf(a))?.inode).toBe(inodeOf(a));
+      expect(findListener('127.0.0.2', portOf(b))).toBeNull();
+      expect(findListener('127.0.0.1', portOf(b))?.inode).toBe(inodeOf(b));
+    }
+    expect(netlinkFds()).toBe(kept);
+  });
+
   it('counts the connections to our server with a remote filter', async () => {
     const server = await listen('127.0.0.1');
     const port = portOf(server);
@@ -181,7 +214,10 @@ describe('sock_diag wrappers', () => {
       try { addon.diagListener('::', 80); } catch (e) { one = { code: e.code, message: e.message }; }
       const available = addon.diagAvailable();
       for (const fd of fds) fs.closeSync(fd);
-      console.log(JSON.stringify({ listeners, census, one, available, after: addon.diagAvailable() }));
+      // The lookup that could not open its socket opens one on the next call.
+      let oneAfter = 'answered';
+      try { addon.diagListener('::', 80); } catch (e) { oneAfter = e.code; }
+      console.log(JSON.stringify({ listeners, census, one, available, after: addon.diagAvailable(), oneAfter }));
     `;
     const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30_000 });
     expect(r.status, r.stderr).toBe(0);
@@ -196,6 +232,7 @@ describe('sock_diag wrappers', () => {
       one: { code: 'EMFILE', message: 'sock_diag: socket(AF_NETLINK, NETLINK_SOCK_DIAG): Too many open files' },
       available: false,
       after: true,
+      oneAfter: 'answered',
     });
   });
 });

@@ -16,11 +16,13 @@
  * ~4 us against ~25 us for the two LISTEN dumps on an idle host, more when caches are cold
  * (the probe's case, once a second), so the probe checks a listener it already knows this way.
  *
- * Each call opens one NETLINK_SOCK_DIAG datagram socket, sends one SOCK_DIAG_BY_FAMILY dump
+ * Each dump opens one NETLINK_SOCK_DIAG datagram socket, sends one SOCK_DIAG_BY_FAMILY dump
  * request (inet_diag_req_v2, IPPROTO_TCP) for AF_INET and then one for AF_INET6, reads the
- * multi-part replies up to NLMSG_DONE and closes the socket. A fresh socket per call (a few
- * microseconds) means a reply left over from an aborted call can never be read by the next
- * one. NLMSG_ERROR (or a negative NLMSG_DONE status) becomes a thrown Error whose code is the
+ * multi-part replies up to NLMSG_DONE and closes the socket. A fresh socket per dump (a few
+ * microseconds) means a reply left over from an aborted dump can never be read by the next
+ * one. diagListener's one-message answers come over a socket kept open instead (a lookup a
+ * tick made it three syscalls in four), each under its own seq, and a lookup that fails part
+ * way closes it. NLMSG_ERROR (or a negative NLMSG_DONE status) becomes a thrown Error whose code is the
  * errno name. ENOENT for AF_INET6 means the kernel has no IPv6 diag handler (IPv6 compiled
  * out): that family then contributes nothing, as a missing /proc/net/tcp6 does in net-tcp.ts.
  *
@@ -105,6 +107,12 @@ typedef struct diag_ctx {
   uint32_t ents_cap;
   uint32_t* slots; /* 0 = empty, else index + 1 into ents */
   uint32_t slots_cap;
+  /* diagListener's socket, kept open between lookups (-1: none): the probe looks its listener
+   * up every tick, and opening, setting up and closing a netlink socket each time was three
+   * of the four syscalls a lookup made. Dumps open a socket each: one cut short would leave
+   * the rest of its answer queued. */
+  int lookup_fd;
+  uint32_t lookup_seq;
 } diag_ctx;
 
 static __thread diag_ctx* t_ctx;
@@ -112,6 +120,7 @@ static __thread diag_ctx* t_ctx;
 static void ctx_free(void* arg) {
   diag_ctx* ctx = arg;
   if (t_ctx == ctx) t_ctx = NULL;
+  if (ctx->lookup_fd >= 0) close(ctx->lookup_fd);
   free(ctx->ents);
   free(ctx->slots);
   free(ctx);
@@ -122,6 +131,7 @@ static diag_ctx* ctx_get(napi_env env) {
   if (t_ctx != NULL) return t_ctx;
   diag_ctx* ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) return NULL;
+  ctx->lookup_fd = -1;
   if (napi_add_env_cleanup_hook(env, ctx_free, ctx) != napi_ok) {
     free(ctx);
     return NULL;
@@ -240,7 +250,7 @@ static int nl_query(diag_ctx* ctx, int fd, uint32_t seq, uint8_t family, uint32_
     }
     int left = (int)n;
     for (struct nlmsghdr* h = (struct nlmsghdr*)ctx->rbuf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-      if (h->nlmsg_seq != seq) continue; /* not ours (cannot happen on a fresh socket) */
+      if (h->nlmsg_seq != seq) continue; /* not ours: an earlier query's, on a kept socket */
       if (h->nlmsg_type == NLMSG_DONE) {
         int status = 0;
         if (h->nlmsg_len >= NLMSG_LENGTH(sizeof status)) memcpy(&status, NLMSG_DATA(h), sizeof status);
@@ -500,14 +510,23 @@ static napi_value diag_listener(napi_env env, napi_callback_info info) {
     throw_sys(env, ENOMEM, "allocating state");
     return NULL;
   }
-  int fd = -1;
-  int err = nl_open(&fd);
-  if (err != 0) {
-    throw_sys(env, err, "socket(AF_NETLINK, NETLINK_SOCK_DIAG)");
-    return NULL;
+  if (ctx->lookup_fd < 0) {
+    int err = nl_open(&ctx->lookup_fd);
+    if (err != 0) {
+      ctx->lookup_fd = -1;
+      throw_sys(env, err, "socket(AF_NETLINK, NETLINK_SOCK_DIAG)");
+      return NULL;
+    }
   }
-  err = nl_query(ctx, fd, 1, family, 1u << ST_LISTEN, NULL, &id, on_listener, &la, &e);
-  close(fd);
+  /* A fresh seq per lookup, so an answer an earlier lookup left unread is passed over. */
+  if (++ctx->lookup_seq == 0) ctx->lookup_seq = 1;
+  int err = nl_query(ctx, ctx->lookup_fd, ctx->lookup_seq, family, 1u << ST_LISTEN, NULL, &id, on_listener, &la, &e);
+  if (err != 0 && err != ENOENT) {
+    /* Failed part way (a timeout, a reply we could not use): whatever state the socket is in
+     * goes with it, and the next lookup opens another. ENOENT is a whole answer (no socket). */
+    close(ctx->lookup_fd);
+    ctx->lookup_fd = -1;
+  }
   napi_value out;
   /* ENOENT: nothing there. on_listener also passes over a socket that is not listening. */
   if (err == ENOENT || (err == 0 && la.n == 0)) return napi_get_null(env, &out) == napi_ok ? out : NULL;
