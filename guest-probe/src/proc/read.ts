@@ -57,6 +57,11 @@ export function readProcInto(path: string, maxBytes: number = DEFAULT_MAX_BYTES)
  * (pread), where the kernel generates the file afresh, so it sees what a fresh open would;
  * and a process's file keeps naming that process, never one that reuses its pid. Close it when
  * done with it.
+ *
+ * Only for files the kernel shows in one piece (single_open: a process's stat, the socket
+ * totals), read every tick: a read that returns less than it asked for then had the whole
+ * file, and the read that would only find the end is not made. (A file shown record by record
+ * may return short before its end.)
  */
 export class ProcFile {
   private fd = -1;
@@ -75,7 +80,7 @@ export class ProcFile {
         throw err;
       }
     }
-    const n = fill(this.fd, maxBytes, true);
+    const n = fill(this.fd, maxBytes, true, true);
     if (n < 0) this.close();
     return n;
   }
@@ -88,8 +93,9 @@ export class ProcFile {
 }
 
 /** Reads `fd` to its end (at most maxBytes) into the shared buffer: from where it is, or with
- *  `fromStart` from offset 0 whatever was read before. -1 when its process is gone. */
-function fill(fd: number, maxBytes: number, fromStart = false): number {
+ *  `fromStart` from offset 0 whatever was read before; with `shortIsEnd`, a short read is the
+ *  end (ProcFile). -1 when its process is gone. */
+function fill(fd: number, maxBytes: number, fromStart = false, shortIsEnd = false): number {
   let buf = shared;
   let n = 0;
   try {
@@ -113,6 +119,7 @@ function fill(fd: number, maxBytes: number, fromStart = false): number {
       const got = readSync(fd, buf, n, room, fromStart ? n : null);
       if (got === 0) break;
       n += got;
+      if (shortIsEnd && got < room) break;
     }
   } catch (err) {
     if (isGone(err)) return -1;
