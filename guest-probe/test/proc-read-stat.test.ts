@@ -82,7 +82,7 @@ describe('readPidStat (fixtures)', () => {
       threads: 7,
       startTimeTicks: 987654321,
       rssPages: 2048,
-      exitCode: 0,
+      exitCode: null,
     });
   });
 
@@ -104,7 +104,7 @@ describe('readPidStat (fixtures)', () => {
   });
 
   it('gives exitCode null on an old kernel without field 52', () => {
-    proc.write({ stat: stat(9000004, 'old', {}, 44) }, 9000004);
+    proc.write({ stat: stat(9000004, 'old', { 3: 'Z' }, 44) }, 9000004);
     const st = readPidStat(9000004, root);
     expect(st).not.toBeNull();
     expect(st?.exitCode).toBeNull();
@@ -165,7 +165,7 @@ describe('live /proc', () => {
     expect(st!.ppid).toBe(process.ppid);
     expect(st!.threads).toBeGreaterThanOrEqual(1);
     expect(st!.rssPages * PAGE_SIZE).toBeGreaterThan(10 << 20);
-    expect(st!.exitCode).toBe(0);
+    expect(st!.exitCode).toBeNull(); // read for zombies only
     const uptimeTicks = Number(readProcFile('/proc/uptime')!.split(' ')[0]) * CLOCK_TICKS;
     expect(st!.startTimeTicks).toBeGreaterThan(0);
     expect(st!.startTimeTicks).toBeLessThanOrEqual(uptimeTicks + 1);

@@ -35,9 +35,10 @@ export interface PidStat {
   rssPages: number;
   /**
    * Field 52, the exit status in waitpid() encoding (`(code << 8) | signal`, see
-   * decodeExitCode). Only meaningful when state is 'Z' (0 for a live process), and the kernel
-   * shows 0 when the reader may not ptrace the process. null when the kernel does not have the
-   * field (before Linux 3.5).
+   * decodeExitCode), for a zombie (state 'Z'); the kernel shows 0 when the reader may not
+   * ptrace the process. null for any other state (the fields after rss are not parsed: the
+   * target's stat is read every tick, and they were half its parse), and when the kernel does
+   * not have the field (before Linux 3.5).
    */
   exitCode: number | null;
 }
@@ -131,6 +132,7 @@ export function parseStatBytes(buf: Buffer, end: number): PidStat | null {
         skipToken(buf, i, end);
     }
     i = cursor.pos;
+    if (field === F_RSS && state !== 'Z') break;
   }
   if (
     state === '' ||
