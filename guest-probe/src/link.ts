@@ -120,9 +120,11 @@ export class Link extends EventEmitter {
 
   /** The owner's liveness tick (drivenLiveness). It runs after what this turn of the event
    *  loop queued for sending (flush's setImmediate comes first), so a heartbeat goes out only
-   *  when nothing else did. */
+   *  when nothing else did; with nothing queued, at once (a settled probe's usual tick: no
+   *  extra turn of the event loop). */
   tick(): void {
-    setImmediate(() => this.connection?.tick());
+    if (this.flushQueued) setImmediate(() => this.connection?.tick());
+    else this.connection?.tick();
   }
 
   /** Resolves true once `seq` is acked, false after `timeoutMs`. */
