@@ -14,8 +14,10 @@ import { monotonicMs } from './clock.js';
 export const CENSUS_EVERY_MS = 30_000;
 /** …and no more often than keeps the periodic censuses within this share of a core: a census
  *  walks the kernel's socket table, ~25 ms with 10,000 sockets, which every 30 s would be
- *  most of a settled probe's CPU at 1 Hz. The next one waits cost / share (25 ms: 125 s). */
-export const CENSUS_CPU_SHARE = 0.0002;
+ *  most of a settled probe's CPU at 1 Hz. The next one waits cost / share (25 ms: 250 s).
+ *  A twentieth of the settled probe's 0.2 %: at 0.02 % the periodic censuses were a tenth of
+ *  its CPU, repeating a picture the totals said had not changed (a jump still takes one). */
+export const CENSUS_CPU_SHARE = 0.0001;
 
 /** The wait before the next periodic census, after one that took `costMs`. */
 export function censusPeriodMs(costMs: number): number {

@@ -88,7 +88,7 @@ describe('SocketWatcher', () => {
     const proc = procWith(5000, 5000);
     let now = 0;
     const taken: number[] = [];
-    const costMs = 40; // a census of a big socket table: 40 ms / 0.02 % = 200 s
+    const costMs = 40; // a census of a big socket table: 40 ms / 0.01 % = 400 s
     const w = new SocketWatcher({
       procRoot: proc.root,
       emit: () => {},
@@ -103,8 +103,8 @@ describe('SocketWatcher', () => {
     const period = costMs / CENSUS_CPU_SHARE;
     expect(censusPeriodMs(costMs)).toBe(period);
     expect(period).toBeGreaterThan(CENSUS_EVERY_MS);
-    // 1 Hz ticks for 10 minutes, totals steady.
-    for (let s = 0; s < 600; s++) {
+    // 1 Hz ticks for two and a half periods, totals steady: the first census and two more.
+    for (let s = 0; s < (2.5 * period) / 1000; s++) {
       now = Math.max(now, s * 1000);
       w.tick();
     }
