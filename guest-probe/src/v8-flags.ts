@@ -16,7 +16,6 @@
 //   them. Collecting everything each time keeps it at 18, for a millisecond or two a few
 //   times a minute. At boot rate the collections come 25 times as often, cost a further
 //   seventh of the probe's CPU and saved no memory there: scavenges until settled.
-//
 // - Bytecode flushed after one full collection that found it unused, not five. What a settled
 //   probe's V8 heap holds beyond idle Node's is mostly its functions (a heap snapshot: ~980
 //   bytecode arrays with their feedback, constant pools and source positions, against ~370),
@@ -24,6 +23,7 @@
 //   Side by side for 360 s, settled: RssAnon 7.2–7.9 MiB (17 pages of V8 heap) against
 //   7.8–8.3 (19 pages), CPU 0.200 % against 0.203 %: a function run every few seconds that
 //   gets flushed compiles again lazily, which did not show.
+//
 // - The young generation at its floor (two semi-spaces of 512 KiB). V8 doubles it when
 //   scavenges come often, which the boot rate's allocation made it do: a page of 256 KiB more
 //   at every reading side by side, for no CPU saved. Growth factor 1 keeps it where it starts

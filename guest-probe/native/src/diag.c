@@ -22,9 +22,10 @@
  * microseconds) means a reply left over from an aborted dump can never be read by the next
  * one. diagListener's one-message answers come over a socket kept open instead (a lookup a
  * tick made it three syscalls in four), each under its own seq, and a lookup that fails part
- * way closes it. NLMSG_ERROR (or a negative NLMSG_DONE status) becomes a thrown Error whose code is the
- * errno name. ENOENT for AF_INET6 means the kernel has no IPv6 diag handler (IPv6 compiled
- * out): that family then contributes nothing, as a missing /proc/net/tcp6 does in net-tcp.ts.
+ * way closes it. NLMSG_ERROR (or a negative NLMSG_DONE status) becomes a thrown Error whose
+ * code is the errno name. ENOENT for AF_INET6 means the kernel has no IPv6 diag handler (IPv6
+ * compiled out): that family then contributes nothing, as a missing /proc/net/tcp6 does in
+ * net-tcp.ts.
  *
  * Replies are read into one 32 KiB buffer per thread (the kernel sizes dump messages by the
  * reader's buffer, capped at 32 KiB), so a call allocates nothing but its JS result. The census
