@@ -80,7 +80,7 @@ export class ProcFile {
         throw err;
       }
     }
-    const n = fill(this.fd, maxBytes, true, true);
+    const n = fill(this.fd, maxBytes, true);
     if (n < 0) this.close();
     return n;
   }
@@ -92,10 +92,10 @@ export class ProcFile {
   }
 }
 
-/** Reads `fd` to its end (at most maxBytes) into the shared buffer: from where it is, or with
- *  `fromStart` from offset 0 whatever was read before; with `shortIsEnd`, a short read is the
- *  end (ProcFile). -1 when its process is gone. */
-function fill(fd: number, maxBytes: number, fromStart = false, shortIsEnd = false): number {
+/** Reads `fd` to its end (at most maxBytes) into the shared buffer: from where it is, or for a
+ *  ProcFile (`kept`) from offset 0 whatever was read before, a short read being the end.
+ *  -1 when its process is gone. */
+function fill(fd: number, maxBytes: number, kept = false): number {
   let buf = shared;
   let n = 0;
   try {
@@ -104,7 +104,7 @@ function fill(fd: number, maxBytes: number, fromStart = false, shortIsEnd = fals
       if (room <= 0) {
         if (n >= maxBytes) break; // truncated at maxBytes
         // Buffer full: is there more? Only grow when there is.
-        const extra = readSync(fd, probe, 0, Math.min(probe.length, maxBytes - n), fromStart ? n : null);
+        const extra = readSync(fd, probe, 0, Math.min(probe.length, maxBytes - n), kept ? n : null);
         if (extra === 0) break;
         let size = buf.length * 2;
         while (size < n + extra) size *= 2;
@@ -116,10 +116,10 @@ function fill(fd: number, maxBytes: number, fromStart = false, shortIsEnd = fals
         if (size <= RETAIN_MAX_BYTES) shared = bigger;
         continue;
       }
-      const got = readSync(fd, buf, n, room, fromStart ? n : null);
+      const got = readSync(fd, buf, n, room, kept ? n : null);
       if (got === 0) break;
       n += got;
-      if (shortIsEnd && got < room) break;
+      if (kept && got < room) break;
     }
   } catch (err) {
     if (isGone(err)) return -1;
