@@ -47,6 +47,7 @@ type config struct {
 	exitAfter   time.Duration
 	idle        int
 	pprofAddr   string
+	stampFile   string
 
 	// -serve-mmds mode (mmds_server.go).
 	serveMMDS string
@@ -106,6 +107,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&cfg.exitAfter, "exit-after", 0, "after READY, exit 0 after this long (0 = never)")
 	fs.IntVar(&cfg.idle, "idle-goroutines", 0, "start `N` goroutines parked on a channel forever (a big goroutine dump)")
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on `HOST:PORT` from the start (a harmless goroutine dump)")
+	fs.StringVar(&cfg.stampFile, "stamp-file", "", "as each phase is announced, and as \"bound\" once the listener is bound, append its name and the wall clock (Unix ms) to this `PATH`: the host's clock in a simulation (one kernel)")
 	fs.StringVar(&cfg.serveMMDS, "serve-mmds", "", "run ONLY a fake MMDS HTTP server on `HOST:PORT` (no envd phases, notify or listener)")
 	fs.StringVar(&cfg.mmdsReply, "mmds-reply", "404", "with -serve-mmds: what GET / answers, 404 (pollers keep polling) or ok (200 + JSON opts)")
 	fs.StringVar(&cfg.readyFile, "ready-file", "", "with -serve-mmds: write this `PATH` once the MMDS socket listens")

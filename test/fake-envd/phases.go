@@ -95,8 +95,28 @@ func (st *startup) announce(p phase) {
 	if p.name == "listen" {
 		status += " on " + net.JoinHostPort(st.cfg.addr, strconv.Itoa(st.cfg.port))
 	}
+	st.stamp(p.name)
 	st.notifier.send(fmt.Sprintf("PHASE=%s\nSTATUS=%s\n", p.name, status))
 	fmt.Fprintln(os.Stderr, status)
+}
+
+// stamp appends what happened and the wall clock to -stamp-file: a benchmark on the same host
+// times the probe and the collector from the moment itself, not from what they report of it.
+func (st *startup) stamp(what string) {
+	if st.cfg.stampFile == "" {
+		return
+	}
+	f, err := os.OpenFile(st.cfg.stampFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err == nil {
+		_, err = fmt.Fprintf(f, "%s %d\n", what, time.Now().UnixMilli())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fake-envd: -stamp-file: %v\n", err)
+		os.Exit(1)
+	}
 }
 
 // runPhase dispatches to a function named after the envd code it stands for, so a
@@ -298,4 +318,5 @@ func listenAndServe(st *startup, p phase) {
 		os.Exit(1)
 	}
 	st.server = s
+	st.stamp("bound")
 }

@@ -3,7 +3,7 @@
 // Everything talks to 127.0.0.1 only. Every child is killed in afterEach by its pid.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -387,6 +387,28 @@ describe('fake-envd', () => {
     await waitReady(fe);
     expect(await portBound(port)).toBe(true); // the kernel completes the handshake
     await expect(httpGet(port, '/health', 500)).rejects.toThrow(/timed out/);
+  });
+
+  it('-stamp-file records each phase and the bind on the wall clock, in order', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'vd-fe-'));
+    tempDirs.push(dir);
+    const file = path.join(dir, 'stamps');
+    const port = await freePort();
+    const before = Date.now();
+    const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-slow-phase', 'router=200ms', '-stamp-file', file]);
+    await waitReady(fe);
+    const stamps = (await readFile(file, 'utf8'))
+      .trimEnd()
+      .split('\n')
+      .map((l) => l.split(' '));
+    expect(stamps.map(([name]) => name)).toEqual([...FAKE_ENVD_PHASES, 'bound']);
+    const at = stamps.map(([, ms]) => Number(ms));
+    expect(at[0]).toBeGreaterThanOrEqual(before);
+    expect(at.at(-1)).toBeLessThanOrEqual(Date.now());
+    for (let i = 1; i < at.length; i++) expect(at[i]).toBeGreaterThanOrEqual(at[i - 1]!);
+    // The slow phase shows in the clock: the stamp after router's is 200 ms later at least.
+    const router = FAKE_ENVD_PHASES.indexOf('router');
+    expect(at[router + 1]! - at[router]!).toBeGreaterThanOrEqual(200);
   });
 
   it('-slow-phase makes one phase slow', async () => {
