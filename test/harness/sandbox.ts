@@ -60,15 +60,24 @@ export interface SandboxOptions {
   mmdsReply?: '404' | 'ok';
 }
 
+/** What a sandbox needs of its vsock device once it runs: a way to end it. */
+export interface VsockDevice {
+  close(): Promise<void>;
+}
+
+/** Makes a sandbox's vsock device elsewhere (test/bench/vmm-host.ts: in a process of its own),
+ *  listening on `udsPath` with the guest's stand-ins in `guestDir` and `hostPort` exposed. */
+export type DeviceFactory<V extends VsockDevice> = (udsPath: string, guestDir: string, hostPort: number) => Promise<V>;
+
 /** The link-local MMDS address, as a fake MMDS serves it inside a sandbox with `mmds: true`. */
 export const MMDS_IP = '169.254.169.254';
 export const MMDS_ADDR = `${MMDS_IP}:80`;
 
-export interface Sandbox {
+export interface Sandbox<V extends VsockDevice = FirecrackerVsock> {
   id: string;
   dir: string;
   udsPath: string;
-  vm: FirecrackerVsock;
+  vm: V;
   isolated: boolean;
   expectPort: number;
   proc: ChildProcess;
@@ -141,7 +150,19 @@ export function probeCommand(dir: string, notify: string, expectPort: number, ta
   ];
 }
 
-export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
+const inProcessDevice: DeviceFactory<FirecrackerVsock> = async (udsPath, guestDir, hostPort) => {
+  // Firecracker's own shutdown semantics (no half-close), not the friendlier default.
+  const vm = new FirecrackerVsock({ udsPath, guestDir, halfClose: 'firecracker' });
+  await vm.start();
+  await vm.exposeHostPort(hostPort);
+  return vm;
+};
+
+/** A sandbox with an emulated Firecracker vsock device in this process (firecracker.ts), or
+ *  with the one `device` makes. */
+export function startSandbox(opts: SandboxOptions): Promise<Sandbox>;
+export function startSandbox<V extends VsockDevice>(opts: SandboxOptions & { device: DeviceFactory<V> }): Promise<Sandbox<V>>;
+export async function startSandbox(opts: SandboxOptions & { device?: DeviceFactory<VsockDevice> }): Promise<Sandbox<VsockDevice>> {
   const envdBin = await buildFakeEnvd();
   const isolated = opts.isolate ?? namespacesAvailable();
   if (opts.mmds && !isolated) {
@@ -155,10 +176,7 @@ export async function startSandbox(opts: SandboxOptions): Promise<Sandbox> {
   const dir = path.join(opts.root, opts.id);
   fs.mkdirSync(dir, { recursive: true });
   const udsPath = path.join(dir, 'v.sock');
-  // Firecracker's own shutdown semantics (no half-close), not the friendlier default.
-  const vm = new FirecrackerVsock({ udsPath, guestDir: dir, halfClose: 'firecracker' });
-  await vm.start();
-  await vm.exposeHostPort(DEFAULTS.vsockPort);
+  const vm = await (opts.device ?? inProcessDevice)(udsPath, dir, DEFAULTS.vsockPort);
 
   const expectPort = isolated ? DEFAULTS.expectPort : await freePort();
   const notify = path.join(dir, 'notify.sock');
