@@ -1,37 +1,60 @@
 // How fast verdicts land, measured over many simulated boots:
-//   - bind → ready: from envd's `listen` phase marker (sent right before it binds :49983)
-//     to the collector's `ready` state change, which is when the API answers ready;
+//   - bind → ready: from the moment envd's listener is bound to the collector's `ready` state
+//     change, which is when the API answers ready;
 //   - stuck after the stall threshold: from (last phase + stall-after) to the `stuck` state
 //     change. The baseline is the threshold itself: the ratio says how much later than
 //     asked the verdict came.
+// Both start from the fake envd's own stamps (-stamp-file: the host's clock, as a simulated
+// sandbox shares its kernel), not from the phase markers as the collector placed them: that
+// placement is the collector's estimate of the guest's clock, late by however long the
+// fastest message so far took to arrive (clockLag below, measured at the listen marker).
+// The sandboxes' vsock devices run in a process of their own (vmm-host.ts), and the boots
+// are awaited with the readiness long-poll, as an orchestrator would, not by polling.
 
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
 import { startSandbox } from '../harness/sandbox.js';
 import { waitFor } from '../support/wait.js';
 import { summarize } from './stats.js';
+import { startVmmHost, type VmmHost } from './vmm-host.js';
 
 export const STALL_MS = 1000;
 
+/** What one boot's fake envd stamped: host ms by phase name, and "bound". */
+type Stamps = Map<string, number>;
+
+function readStamps(file: string): Stamps {
+  const out: Stamps = new Map();
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    const [name, ms] = line.split(' ');
+    if (name && ms) out.set(name, Number(ms));
+  }
+  return out;
+}
+
 async function boot(
   c: CollectorProcess,
+  vmm: VmmHost,
   root: string,
   id: string,
   envd: string[],
   want: string,
   has: (events: any[]) => boolean,
-): Promise<any[]> {
-  const sb = await startSandbox({ id, root, envd });
+): Promise<{ events: any[]; stamps: Stamps }> {
+  const stampFile = path.join(root, `${id}.stamps`);
+  const sb = await startSandbox({ id, root, envd: [...envd, '-stamp-file', stampFile], device: vmm.device });
   try {
     await c.api('PUT', `/v1/sandboxes/${id}`, { udsPath: sb.udsPath });
-    await waitForState(c, id, want, 30_000);
+    // Settles as ready, stuck or exited: a boot that settles otherwise than `want` failed.
+    const { state, reason } = (await c.api('GET', `/v1/sandboxes/${id}/readiness?wait=30000`)).body;
+    if (state !== want) throw new Error(`${id}: ${state}, not ${want}, after up to 30 s: ${reason}`);
     // The verdict can come before the events it is timed against are stored: the listener
     // is seen bound in /proc before envd's own "listen" phase line is read from its output.
     let events: any[] = [];
     await waitFor(`${id}: the events timed`, async () => has((events = await allEvents(c, id))), { timeoutMs: 10_000 });
-    return events;
+    return { events, stamps: readStamps(stampFile) };
   } finally {
     await sb.stop();
     await c.api('DELETE', `/v1/sandboxes/${id}`);
@@ -41,9 +64,12 @@ async function boot(
 /** Runs `count` boots of each kind, `parallel` at a time; returns latencies in ms. */
 export async function measureVerdicts(count: number, parallel: number, progress: (msg: string) => void) {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-b-'));
+  const vmm = startVmmHost();
   const c = await startCollector({ args: ['--stall-after', `${STALL_MS}ms`, '--start-deadline', '60s'] });
   const bindToReady: number[] = [];
   const stuckLag: number[] = [];
+  const clockLag: number[] = [];
+  const at = (e: any) => Date.parse(e.at);
   try {
     for (const kind of ['healthy', 'hung'] as const) {
       for (let done = 0; done < count; ) {
@@ -53,6 +79,7 @@ export async function measureVerdicts(count: number, parallel: number, progress:
           return kind === 'healthy'
             ? boot(
                 c,
+                vmm,
                 root,
                 id,
                 [],
@@ -60,17 +87,17 @@ export async function measureVerdicts(count: number, parallel: number, progress:
                 (events) =>
                   events.some((e) => e.kind === 'phase' && e.data.name === 'listen') &&
                   events.some((e) => e.kind === 'state' && e.data.state === 'ready'),
-              ).then((events) => {
+              ).then(({ events, stamps }) => {
                 const listen = events.find((e) => e.kind === 'phase' && e.data.name === 'listen');
                 const ready = events.find((e) => e.kind === 'state' && e.data.state === 'ready');
-                bindToReady.push(Date.parse(ready.at) - Date.parse(listen.at));
+                bindToReady.push(at(ready) - stamps.get('bound')!);
+                clockLag.push(at(listen) - stamps.get('listen')!);
               })
-            : boot(c, root, id, ['-hang-in', 'cgroup-manager'], 'stuck', (events) =>
+            : boot(c, vmm, root, id, ['-hang-in', 'cgroup-manager'], 'stuck', (events) =>
                 events.some((e) => e.kind === 'state' && e.data.state === 'stuck'),
-              ).then((events) => {
-                const last = events.filter((e) => e.kind === 'phase').at(-1);
+              ).then(({ events, stamps }) => {
                 const stuck = events.find((e) => e.kind === 'state' && e.data.state === 'stuck');
-                stuckLag.push(Date.parse(stuck.at) - (Date.parse(last.at) + STALL_MS));
+                stuckLag.push(at(stuck) - (stamps.get('cgroup-manager')! + STALL_MS));
               });
         });
         await Promise.all(runs);
@@ -80,7 +107,14 @@ export async function measureVerdicts(count: number, parallel: number, progress:
     }
   } finally {
     await c.stop();
+    await vmm.stop();
     fs.rmSync(root, { recursive: true, force: true });
   }
-  return { bindToReady: summarize(bindToReady), stuckLag: summarize(stuckLag) };
+  return {
+    bindToReady: summarize(bindToReady),
+    stuckLag: summarize(stuckLag),
+    clockLag: summarize(clockLag),
+    /** Every boot's figure, in the order the boots ended. */
+    values: { bindToReady, stuckLag, clockLag },
+  };
 }
