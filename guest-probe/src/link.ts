@@ -266,7 +266,8 @@ export class Link extends EventEmitter {
       }
       if (events.length === 0) break;
       this.sentUpTo = events[events.length - 1]!.seq;
-      if (!connection.send({ type: 'events', events })) this.waitingDrain = true;
+      // Stamped as it is written: the collector maps guest times by the least delayed stamp.
+      if (!connection.send({ type: 'events', events, sentAt: this.opts.sinceBootMs() })) this.waitingDrain = true;
     }
   }
 }

@@ -224,6 +224,20 @@ describe('Link: session start', () => {
     noDecodeErrors();
   });
 
+  it('stamps each batch with the guest clock as it is written (a sample of the clock for the host)', async () => {
+    const ring = new EventRing();
+    push(ring, 600);
+    collector.behaviour = standard();
+    let clock = 5000;
+    startLink(ring, { sinceBootMs: () => (clock += 10) });
+    await waitFor('all events', () => collector.allSeqs().length >= 600);
+    const stamps = collector.sessions[0]!.of('events').map((b) => b.sentAt);
+    expect(stamps.length).toBeGreaterThanOrEqual(3);
+    // Read once per batch, at its write: each a fresh reading, none reused.
+    for (let i = 0; i < stamps.length; i++) expect(stamps[i]).toBeGreaterThan(i === 0 ? 5000 : stamps[i - 1]!);
+    noDecodeErrors();
+  });
+
   it('sends new events after flush(), coalescing pushes of one turn into one batch', async () => {
     const ring = new EventRing();
     collector.behaviour = standard();

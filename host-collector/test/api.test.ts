@@ -8,6 +8,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { helloMessage } from '../../test/support/hello.js';
 import { waitFor } from '../../test/support/wait.js';
+import { ProbeClient } from '../../test/harness/probe-client.js';
 import { Collector } from '../src/collector/collector.js';
 import { call, expectError, probeClients, readyStatus, type Json } from './support/api.js';
 import { inProcessCollectors } from './support/collector.js';
@@ -422,6 +423,26 @@ describe('a probe session seen through the API', () => {
     d = (await call(url, 'GET', '/v1/sandboxes/vmk')).json!;
     expect(d.conditions.map((c: Json) => c.name)).toEqual(['segfault']);
     expect(d.kernel).toHaveLength(2);
+  });
+
+  it("places guest times by the least delayed stamp: a batch's corrects a hello long in transit", async () => {
+    const { url } = await startCollector();
+    const udsPath = path.join(collectors.dir, 'vmc.sock');
+    await call(url, 'PUT', '/v1/sandboxes/vmc', { udsPath });
+    // The hello says 2,000 ms since boot; the batch right after it says 62,000: by the batch,
+    // the hello sat a minute in transit, so the hello alone would place guest times a minute late.
+    let guest = 2000;
+    const client = new ProbeClient({ path: `${udsPath}_${VSOCK_PORT}`, status: readyStatus, sinceBootMs: () => guest });
+    try {
+      await client.connect();
+      guest = 62_000;
+      const seq = client.events([{ kind: 'phase', name: 'now' }]);
+      await client.waitAcked(seq);
+      const [e] = (await call(url, 'GET', '/v1/sandboxes/vmc/events?kind=phase')).json!.events;
+      expect(Math.abs(Date.parse(e.at) - Date.now())).toBeLessThan(10_000); // not 60 s ahead
+    } finally {
+      client.close();
+    }
   });
 
   it('validates after, before, order, limit, kind and generation with 400s', async () => {

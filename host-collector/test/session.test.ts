@@ -53,7 +53,7 @@ class FakeHost implements SessionHost {
     this.duringHello?.(s);
     return this.ack;
   }
-  onEvents(_s: Session, ev: ProbeEvent[], done: (err: Error | null) => void): void {
+  onEvents(_s: Session, ev: ProbeEvent[], _sentAt: number | undefined, done: (err: Error | null) => void): void {
     this.batches.push({ events: ev, done });
   }
   onGap(_s: Session, from: number, to: number): void {

@@ -45,7 +45,13 @@ const helloSchema = () =>
 
 const probeMessages = () => ({
   hello: helloSchema(),
-  events: s.object({ events: s.array(eventSchema, { max: MAX_EVENTS_PER_BATCH }) }),
+  events: s.object({
+    events: s.array(eventSchema, { max: MAX_EVENTS_PER_BATCH }),
+    /** The guest's clock (ms since boot) as the batch was written: like a heartbeat's, a sample
+     *  of how the guest's clock maps to the host's, so a booting guest that sends only batches
+     *  still gives one a tick. Optional: without it, only hellos and heartbeats sample the clock. */
+    sentAt: s.optional(ms),
+  }),
   /** Events from..to (inclusive) fell out of the probe's ring before they were acked. */
   gap: s.object({ from: s.int({ min: 1 }), to: s.int({ min: 1 }) }),
   /** One piece of a dump being answered to command `id`, in order from index 0. */

@@ -104,7 +104,8 @@ export class ProbeClient {
     const t = this.sinceBoot;
     const events = bodies.map((b, i) => ({ ...b, seq: firstSeq + i, t }) as ProbeEvent);
     this.seq = firstSeq + bodies.length - 1;
-    this.send({ type: 'events', events });
+    // Stamped as the probe's link stamps a batch: a clock sample for the collector.
+    this.send({ type: 'events', events, sentAt: this.sinceBoot });
     return this.seq;
   }
 

@@ -408,8 +408,10 @@ export class Intake implements SessionHost, IntakeView {
     this.hooks.connected(this.gen, this.sessionNo);
   }
 
-  onEvents(session: Session, events: ProbeEvent[], done: (err: Error | null) => void): void {
+  onEvents(session: Session, events: ProbeEvent[], sentAt: number | undefined, done: (err: Error | null) => void): void {
     if (session !== this.live) return done(new Error('session superseded'));
+    // Before this batch's times are placed; the verdict is decided again below in any case.
+    if (sentAt !== undefined) this.observeClock(sentAt);
     const hello = session.hello!;
     const keyframeSeq = hello.lastSeq;
     const rows: EventRecord[] = [];
@@ -458,14 +460,17 @@ export class Intake implements SessionHost, IntakeView {
   onHeartbeat(session: Session, sinceBootMs: number): void {
     if (session !== this.live) return;
     this.carriedOn(session);
-    if (this.last) {
-      this.last.guestMs = Math.max(this.last.guestMs ?? 0, sinceBootMs);
-    }
     // A better clock estimate moves every guest time, and so the thresholds: decide again.
-    if (this.guestClock.observe(sinceBootMs)) {
-      if (this.last) this.last.bootOffsetMs = this.guestClock.bootOffsetMs;
-      this.hooks.reconsider();
-    }
+    if (this.observeClock(sinceBootMs)) this.hooks.reconsider();
+  }
+
+  /** A guest time the probe stamped as it wrote: one more sample of the clock's offset.
+   *  True when the estimate improved. */
+  private observeClock(sinceBootMs: number): boolean {
+    if (this.last) this.last.guestMs = Math.max(this.last.guestMs ?? 0, sinceBootMs);
+    if (!this.guestClock.observe(sinceBootMs)) return false;
+    if (this.last) this.last.bootOffsetMs = this.guestClock.bootOffsetMs;
+    return true;
   }
 
   onClose(session: Session, reason: string, code: ProtocolErrorCode | null): void {

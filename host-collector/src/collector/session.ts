@@ -47,7 +47,7 @@ export interface SessionHost {
   /** A valid hello arrived: returns the ack floor (highest seq already stored). */
   onHello(session: Session, hello: Hello): number;
   /** Validated, in-order events; `done` must be called once they are durable. */
-  onEvents(session: Session, events: ProbeEvent[], done: (err: Error | null) => void): void;
+  onEvents(session: Session, events: ProbeEvent[], sentAt: number | undefined, done: (err: Error | null) => void): void;
   onGap(session: Session, from: number, to: number): void;
   onHeartbeat(session: Session, sinceBootMs: number): void;
   onClose(session: Session, reason: string, code: ProtocolErrorCode | null): void;
@@ -149,7 +149,7 @@ export class Session {
         // Over the events budget: read no more for a while (or cut off: this throws).
         this.connection.throttle(this.budget.spendEvents(events.length));
         const upTo = this.lastSeq;
-        this.host.onEvents(this, events, (err) => {
+        this.host.onEvents(this, events, m.sentAt, (err) => {
           if (err) {
             this.log.error({ err }, 'store commit failed; the probe will resend');
             this.close('store commit failed', 'ERR_STORE');
