@@ -10,3 +10,7 @@ for (const name of ['bindToReady', 'stuckLag', 'clockLag'] as const) {
   const sorted = [...v.values[name]].sort((a, b) => a - b);
   process.stdout.write(`${name}: p50 ${s.p50} / p99 ${s.p99} / max ${s.max} ms (n ${s.n}); sorted: ${sorted.join(' ')}\n`);
 }
+process.stdout.write(
+  `probe run-queue wait by ready: p50 ${v.cpuWait.probeMs.p50.toFixed(1)} / max ${v.cpuWait.probeMs.max.toFixed(1)} ms; ` +
+    `collector waiting ${(v.cpuWait.collectorShare * 100).toFixed(1)} % of the time\n`,
+);

@@ -14,9 +14,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
+import { PROBE_BIN, allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
 import { startSandbox } from '../harness/sandbox.js';
 import { waitFor } from '../support/wait.js';
+import { runDelayMs } from './proc.js';
 import { summarize } from './stats.js';
 import { startVmmHost, type VmmHost } from './vmm-host.js';
 
@@ -42,7 +43,7 @@ async function boot(
   envd: string[],
   want: string,
   has: (events: any[]) => boolean,
-): Promise<{ events: any[]; stamps: Stamps }> {
+): Promise<{ events: any[]; stamps: Stamps; probeWaitMs: number }> {
   const stampFile = path.join(root, `${id}.stamps`);
   const sb = await startSandbox({ id, root, envd: [...envd, '-stamp-file', stampFile], device: vmm.device });
   try {
@@ -50,11 +51,13 @@ async function boot(
     // Settles as ready, stuck or exited: a boot that settles otherwise than `want` failed.
     const { state, reason } = (await c.api('GET', `/v1/sandboxes/${id}/readiness?wait=30000`)).body;
     if (state !== want) throw new Error(`${id}: ${state}, not ${want}, after up to 30 s: ${reason}`);
+    // How long the probe had waited for a CPU by then: five boots at a time contend for the cores.
+    const probeWaitMs = runDelayMs(sb.pidsOf(PROBE_BIN)[0]!);
     // The verdict can come before the events it is timed against are stored: the listener
     // is seen bound in /proc before envd's own "listen" phase line is read from its output.
     let events: any[] = [];
     await waitFor(`${id}: the events timed`, async () => has((events = await allEvents(c, id))), { timeoutMs: 10_000 });
-    return { events, stamps: readStamps(stampFile) };
+    return { events, stamps: readStamps(stampFile), probeWaitMs };
   } finally {
     await sb.stop();
     await c.api('DELETE', `/v1/sandboxes/${id}`);
@@ -69,6 +72,10 @@ export async function measureVerdicts(count: number, parallel: number, progress:
   const bindToReady: number[] = [];
   const stuckLag: number[] = [];
   const clockLag: number[] = [];
+  const probeWait: number[] = [];
+  let collectorWaitShare = Number.NaN;
+  const collectorWait0 = runDelayMs(c.proc.pid!);
+  const t0 = performance.now();
   const at = (e: any) => Date.parse(e.at);
   try {
     for (const kind of ['healthy', 'hung'] as const) {
@@ -87,7 +94,8 @@ export async function measureVerdicts(count: number, parallel: number, progress:
                 (events) =>
                   events.some((e) => e.kind === 'phase' && e.data.name === 'listen') &&
                   events.some((e) => e.kind === 'state' && e.data.state === 'ready'),
-              ).then(({ events, stamps }) => {
+              ).then(({ events, stamps, probeWaitMs }) => {
+                probeWait.push(probeWaitMs);
                 const listen = events.find((e) => e.kind === 'phase' && e.data.name === 'listen');
                 const ready = events.find((e) => e.kind === 'state' && e.data.state === 'ready');
                 bindToReady.push(at(ready) - stamps.get('bound')!);
@@ -104,6 +112,7 @@ export async function measureVerdicts(count: number, parallel: number, progress:
         done += batch;
         progress(`${kind} boots: ${done}/${count}`);
       }
+      if (kind === 'healthy') collectorWaitShare = (runDelayMs(c.proc.pid!) - collectorWait0) / (performance.now() - t0);
     }
   } finally {
     await c.stop();
@@ -114,6 +123,9 @@ export async function measureVerdicts(count: number, parallel: number, progress:
     bindToReady: summarize(bindToReady),
     stuckLag: summarize(stuckLag),
     clockLag: summarize(clockLag),
+    /** Run-queue waits during the healthy boots: each probe's main thread up to its `ready`
+     *  (ms), and the collector's main thread's share of the time. */
+    cpuWait: { probeMs: summarize(probeWait), collectorShare: collectorWaitShare },
     /** Every boot's figure, in the order the boots ended. */
     values: { bindToReady, stuckLag, clockLag },
   };
