@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '@vsockdiag/proto';
-import { PROBE_ENV, ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { GUEST_ENV, PROBE_ENV, ROOT, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
@@ -63,8 +63,10 @@ interface NsProcess {
 }
 
 function startNamespace(script: string, onLine?: (line: string) => void): NsProcess {
+  // A guest's environment, not this process's (GUEST_ENV says why).
   const proc = spawn('unshare', ['--net', '--pid', '--fork', '--mount-proc', '--kill-child=SIGKILL', '--', 'sh', script], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: GUEST_ENV,
   });
   let output = '';
   let partial = '';
@@ -364,7 +366,10 @@ export async function startProbeCost(windowS: number, progress: Progress): Promi
     for (const r of started) if (r.status === 'fulfilled') sandboxes.push(r.value);
     for (const r of started) if (r.status === 'rejected') throw r.reason;
     const [hung, healthy] = sandboxes;
-    idle = spawn(process.execPath, ['-e', 'setInterval(()=>{},1000); setTimeout(()=>process.exit(0), 3_600_000)'], { stdio: 'ignore' });
+    idle = spawn(process.execPath, ['-e', 'setInterval(()=>{},1000); setTimeout(()=>process.exit(0), 3_600_000)'], {
+      stdio: 'ignore',
+      env: GUEST_ENV,
+    });
     for (const sb of sandboxes) await c.api('PUT', `/v1/sandboxes/${sb.id}`, { udsPath: sb.udsPath });
     await waitForState(c, 'healthy', 'ready', 120_000);
     await waitForState(c, 'hung', 'starting', 120_000);

@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startCollector, waitForState } from '../harness/collector.js';
+import { GUEST_ENV, startCollector, waitForState } from '../harness/collector.js';
 import { LOAD, startLoadedSandbox, type LoadedSandbox } from './probe-cost.js';
 import { anonBreakdown, cpuMs, statusFields } from './proc.js';
 
@@ -29,7 +29,10 @@ const load = { processes: Number(process.argv[3] ?? LOAD.processes), connections
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-ab-'));
 const collector = await startCollector({ args: ['--stall-after', '3h', '--start-deadline', '3h'] });
-const idle = spawn(process.execPath, ['-e', 'setInterval(()=>{},1000); setTimeout(()=>process.exit(0), 3_600_000)'], { stdio: 'ignore' });
+const idle = spawn(process.execPath, ['-e', 'setInterval(()=>{},1000); setTimeout(()=>process.exit(0), 3_600_000)'], {
+  stdio: 'ignore',
+  env: GUEST_ENV,
+});
 const running: Array<{ label: string; sandbox: LoadedSandbox; pid: number; cpu0: number }> = [];
 try {
   for (const [i, v] of variants.entries()) {

@@ -5,7 +5,8 @@
 // (--listen off --notify-socket off --kmsg off) and a target that never exists, and is
 // killed by pid as soon as its hello is in. A third series, `probe --version`, times what
 // loading the bundle alone costs (exec → exit), so the difference says what the probe's own
-// start-up work before the hello costs.
+// start-up work before the hello costs. All three run in a guest's environment (GUEST_ENV),
+// not this process's, whose NODE_EXTRA_CA_CERTS alone doubles Node's start-up here.
 
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,7 +14,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { FrameDecoder } from '@vsockdiag/proto';
-import { PROBE_BIN, PROBE_ENV, ROOT, requireBuilt, soloProbeArgs } from '../harness/collector.js';
+import { GUEST_ENV, PROBE_BIN, PROBE_ENV, ROOT, requireBuilt, soloProbeArgs } from '../harness/collector.js';
 import { helloNote } from '../harness/hello-note.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
 import { childrenCpuMs } from './proc.js';
@@ -37,11 +38,11 @@ export interface ProbeStartup {
   cpuMs: { probe: number; node: number; version: number };
 }
 
-/** exec → exit of `node ARGS`, in ms. */
-function timeExit(args: string[]): Promise<number> {
+/** exec → exit of `node ARGS` in a guest's environment (`env`), in ms. */
+function timeExit(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const p = spawn(process.execPath, args, { stdio: 'ignore' });
+    const p = spawn(process.execPath, args, { stdio: 'ignore', env });
     const timer = setTimeout(() => p.kill('SIGKILL'), EACH_TIMEOUT_MS);
     p.once('error', reject);
     p.once('exit', (code) => {
@@ -93,7 +94,7 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
         },
       };
       pending = attempt;
-      const p = spawn(process.execPath, probeArgs, { stdio: 'ignore', env: { ...process.env, ...PROBE_ENV } });
+      const p = spawn(process.execPath, probeArgs, { stdio: 'ignore', env: { ...GUEST_ENV, ...PROBE_ENV } });
       const timer = setTimeout(() => {
         pending = null;
         p.kill('SIGKILL');
@@ -120,20 +121,20 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
   };
   try {
     // One warm-up of each (page cache, first exec of the bundle), not counted.
-    await timeExit(['-e', '0']);
+    await timeExit(['-e', '0'], GUEST_ENV);
     await probeOnce();
-    await timeExit([PROBE_BIN, '--version']);
+    await timeExit([PROBE_BIN, '--version'], { ...GUEST_ENV, ...PROBE_ENV });
     for (let i = 0; i < rounds; i++) {
       // Rotate the order so no series always runs right after another one.
       const steps = [
-        async () => nodeExit.push(await withCpu('node', () => timeExit(['-e', '0']))),
+        async () => nodeExit.push(await withCpu('node', () => timeExit(['-e', '0'], GUEST_ENV))),
         async () => {
           const r = await withCpu('probe', probeOnce);
           firstByte.push(r.firstByte);
           firstFrame.push(r.firstFrame);
           helloBytes = r.bytes;
         },
-        async () => versionExit.push(await withCpu('version', () => timeExit([PROBE_BIN, '--version']))),
+        async () => versionExit.push(await withCpu('version', () => timeExit([PROBE_BIN, '--version'], { ...GUEST_ENV, ...PROBE_ENV }))),
       ];
       for (let k = 0; k < steps.length; k++) await steps[(i + k) % steps.length]!();
       if ((i + 1) % 10 === 0) progress(`probe start-up: ${i + 1}/${rounds} rounds`);
@@ -189,7 +190,7 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
     const launcher = buildUnminified(path.join(dir, 'probe'));
     const bundle = path.join(dir, 'probe', 'vsockdiag-probe.bundle.js');
     const note = helloNote(path.join(dir, 'hello-note'));
-    const atNode = spawnSync(process.execPath, [...note.args, '-e', '0'], { env: { ...process.env, ...note.env } }).pid;
+    const atNode = spawnSync(process.execPath, [...note.args, '-e', '0'], { env: { ...GUEST_ENV, ...note.env } }).pid;
     const probePids: number[] = [];
     let onFrame: (() => void) | null = null;
     const server = net.createServer((s) => {
@@ -214,7 +215,7 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
         const p = spawn(
           process.execPath,
           ['--cpu-prof', '--cpu-prof-interval', '1000', '--cpu-prof-dir', profDir, ...note.args, launcher, ...startupArgs(sock)],
-          { stdio: 'ignore', env: { ...process.env, ...note.env, ...PROBE_ENV } },
+          { stdio: 'ignore', env: { ...GUEST_ENV, ...note.env, ...PROBE_ENV } },
         );
         if (p.pid) probePids.push(p.pid);
         const exited = new Promise<void>((r) => p.once('exit', () => r()));

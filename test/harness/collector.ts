@@ -15,6 +15,12 @@ export const PROBE_BIN = path.join(ROOT, 'guest-probe/dist/vsockdiag-probe.js');
  *  measure what init runs: one glibc malloc arena instead of one per thread that mallocs
  *  (V8's platform workers, libuv's pool), which saves about 1 MiB of RssAnon (of 11). */
 export const PROBE_ENV = { MALLOC_ARENA_MAX: '1' } as const;
+/** What a service in a guest inherits from init (systemd, runit, OpenRC): a PATH (systemd's
+ *  default) and nothing else. Simulated guests and the benchmarks' Node baselines run with it,
+ *  never with this process's environment: a NODE_EXTRA_CA_CERTS there (set on the machines we
+ *  measure on) makes every Node start-up load a certificate store, ~50 ms of CPU and 1.1 MiB
+ *  of RssAnon here that no guest pays, and a VSOCKDIAG_* variable would configure the probe. */
+export const GUEST_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' } as const;
 
 /** The probe's flags for a start alone: its collector is the Unix socket `sock`, and every
  *  optional part (command port, notify socket, /dev/kmsg) is off. */

@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { DEFAULTS } from '@vsockdiag/proto';
-import { PROBE_BIN } from './collector.js';
+import { GUEST_ENV, PROBE_BIN } from './collector.js';
 import { buildFakeEnvd } from './fake-envd.js';
 import { FirecrackerVsock, guestHostPath, guestListenPath } from './firecracker.js';
 
@@ -223,7 +223,8 @@ export async function startSandbox(opts: SandboxOptions & { device?: DeviceFacto
   const argv = isolated
     ? ['unshare', '--net', '--pid', '--fork', '--mount-proc', '--kill-child=SIGKILL', '--', 'sh', script]
     : ['setsid', 'sh', script];
-  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  // A guest's environment, not this process's (GUEST_ENV says why).
+  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: GUEST_ENV });
   let output = '';
   proc.stdout!.on('data', (d) => (output += d));
   proc.stderr!.on('data', (d) => (output += d));
