@@ -1,24 +1,33 @@
 // Automatic dumps: how long after the `stuck` verdict the dump taken on entering stuck is
 // stored. Simulated sandboxes whose fake envd hangs in start-up (-hang-in cgroup-manager),
-// a few at a time, against one collector with a short stall threshold; per boot, the
-// `dump` event with trigger "auto" minus the `stuck` state event, both from the sandbox's
-// history (/v1/sandboxes/:id/events; both are host-clock times the collector recorded).
+// a few at a time (their vsock devices in a process of their own, vmm-host.ts), against one
+// collector with a short stall threshold; per boot, the `dump` event with trigger "auto"
+// minus the `stuck` state event, both from the sandbox's history (/v1/sandboxes/:id/events;
+// both are host-clock times the collector recorded).
 
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { allEvents, startCollector, waitForState, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
 import { startSandbox } from '../harness/sandbox.js';
 import { summarize } from './stats.js';
+import { startVmmHost, type VmmHost } from './vmm-host.js';
 
 const STALL_MS = 1000;
 
-async function hungBoot(c: CollectorProcess, root: string, id: string): Promise<{ ms: number; mode: string; complete: boolean }> {
-  const sb = await startSandbox({ id, root, envd: ['-hang-in', 'cgroup-manager'] });
+async function hungBoot(
+  c: CollectorProcess,
+  vmm: VmmHost,
+  root: string,
+  id: string,
+): Promise<{ ms: number; mode: string; complete: boolean }> {
+  const sb = await startSandbox({ id, root, envd: ['-hang-in', 'cgroup-manager'], device: vmm.device });
   try {
     await c.api('PUT', `/v1/sandboxes/${id}`, { udsPath: sb.udsPath });
-    await waitForState(c, id, 'stuck', 30_000);
+    // As an orchestrator waits (and as verdicts.ts does): the readiness long-poll, settled when stuck.
+    const { state, reason } = (await c.api('GET', `/v1/sandboxes/${id}/readiness?wait=30000`)).body;
+    if (state !== 'stuck') throw new Error(`${id}: ${state}, not stuck, after up to 30 s: ${reason}`);
     const dump = await waitFor(
       `the automatic dump of ${id}`,
       async () => (await allEvents(c, id, 'dump')).find((e) => e.data.trigger === 'auto'),
@@ -37,6 +46,7 @@ async function hungBoot(c: CollectorProcess, root: string, id: string): Promise<
 }
 
 export async function measureAutoDumps(count: number, parallel: number, progress: (m: string) => void) {
+  const vmm = startVmmHost();
   const c = await startCollector({ args: ['--stall-after', `${STALL_MS}ms`, '--start-deadline', '60s'] });
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-ad-'));
   const ms: number[] = [];
@@ -45,7 +55,7 @@ export async function measureAutoDumps(count: number, parallel: number, progress
   try {
     for (let done = 0; done < count; ) {
       const batch = Math.min(parallel, count - done);
-      const results = await Promise.all(Array.from({ length: batch }, (_, i) => hungBoot(c, root, `auto-${done + i}`)));
+      const results = await Promise.all(Array.from({ length: batch }, (_, i) => hungBoot(c, vmm, root, `auto-${done + i}`)));
       for (const r of results) {
         ms.push(r.ms);
         modes.add(r.mode);
@@ -56,6 +66,7 @@ export async function measureAutoDumps(count: number, parallel: number, progress
     }
   } finally {
     await c.stop();
+    await vmm.stop();
     fs.rmSync(root, { recursive: true, force: true });
   }
   return { stallMs: STALL_MS, stuckToDump: summarize(ms), modes: [...modes], failed };
