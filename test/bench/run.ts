@@ -98,9 +98,9 @@ the host's, as a simulated sandbox shares its kernel), so both latencies start a
 - The collector places a guest's times on its own clock by the fastest message so far (the
   guest's clock is not the host's): the last row is how late that placed envd's \`listen\`
   marker. The stall timer runs from that placement, so its lateness is in the stuck lag.
-- Waiting for a CPU (from \`schedstat\`): by the time it was ready, each probe's main thread had waited
-  p50 ${f(verdicts.cpuWait.probeMs.p50)} / max ${f(verdicts.cpuWait.probeMs.max)} ms in the run queue; the collector's main thread
-  waited ${(verdicts.cpuWait.collectorShare * 100).toFixed(1)} % of the time the healthy boots took.
+- Waiting for a CPU (from \`schedstat\`): by the time it was ready, each probe's main thread had
+  waited p50 ${f(verdicts.cpuWait.probeMs.p50)} / max ${f(verdicts.cpuWait.probeMs.max)} ms in the run queue; the collector's main
+  thread waited ${(verdicts.cpuWait.collectorShare * 100).toFixed(1)} % of the time the healthy boots took.
 ${probeSection()}
 ${dumpSection(dumps, goDump)}
 ${fleetSection(fleet)}
