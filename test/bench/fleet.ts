@@ -137,8 +137,9 @@ the collector's main thread was runnable but waiting for a CPU, which every late
 
 How: the shipped bundle (guest-probe/dist) with \`--connect unix:<a socket of this process> --listen off
 --notify-socket off --kmsg off\` and a target that never appears; a server here notes the first byte and the
-first whole frame, then kills the probe by pid. The three series alternate, in rotating order, after one
-warm-up of each. \`--version\` minus \`node -e 0\` is what loading the bundle costs, with what printing costs
+first whole frame, then kills the probe by pid. All three run in a guest's environment (systemd's PATH, and
+the unit's \`MALLOC_ARENA_MAX=1\` for the probe), not this process's. The three series alternate, in rotating
+order, after one warm-up of each. \`--version\` minus \`node -e 0\` is what loading the bundle costs, with what printing costs
 (Node's stdout loads its streams, which the probe's hello goes out before: the hello is written on the raw fd,
 before \`node:net\` and the streams load), so first frame minus \`--version\` (the probe's own work before its hello
 less that) can be below zero. CPU per exec is the mean of this process's
@@ -182,7 +183,8 @@ the ingest time (median).
 |---|---|---|---|---|---|---|
 | automatic dump stored after the \`stuck\` verdict | ${ad.n} | ${ms(ad.p50)} | ${ms(ad.p99)} | ${ms(ad.max)} | — | ≤ 1 s p99: ${met(b.met.autoDump)} |
 
-How: simulated sandboxes whose fake envd hangs in \`cgroup-manager\`, five at a time, one collector with
+How: simulated sandboxes whose fake envd hangs in \`cgroup-manager\`, five at a time (their vsock devices in a
+process of their own, each boot awaited with the readiness long-poll), one collector with
 \`--stall-after ${b.autoDumps.stallMs}ms\`; per boot, the \`dump\` event with trigger \`auto\` minus the \`stuck\` state event in
 /v1/sandboxes/:id/events (both recorded by the collector on its clock). Dumps taken: ${b.autoDumps.modes.join(', ')}; ${b.autoDumps.failed} failed.
 `;

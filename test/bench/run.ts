@@ -245,7 +245,8 @@ How: the real bundled probe (guest-probe/dist) in two simulated sandboxes side b
 with its own ${LOAD.processes} idle processes and ${n(cpu.load.sockets)} sockets (the load above, in each sandbox), both
 streaming to one collector through the emulated vsock (registered, so the link traffic counts;
 its stall and start deadlines are set past the window, so the hung sandbox stays \`starting\` and
-the collector takes no stuck-time action during it).
+the collector takes no stuck-time action during it). The probes and idle Node run in a guest's environment
+(systemd's PATH, and the unit's \`MALLOC_ARENA_MAX=1\` for the probes), not this process's.
 CPU is utime + stime from \`/proc/<pid>/stat\` (all threads; counted in 10 ms steps, i.e. ${(1 / cpu.windowS).toFixed(3)} % of a core
 over the window), wake-ups are the main thread's voluntary context switches, reads are \`syscr\` from
 \`/proc/<pid>/io\`, memory from \`/proc/<pid>/status\` at the end. The two sandboxes share one kernel here, so
