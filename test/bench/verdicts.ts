@@ -23,16 +23,25 @@ import { startVmmHost, type VmmHost } from './vmm-host.js';
 
 export const STALL_MS = 1000;
 
-/** What one boot's fake envd stamped: host ms by phase name, and "bound". */
-type Stamps = Map<string, number>;
+/** What one boot's fake envd stamped (host ms by phase name, and "bound"); `of` throws,
+ *  naming the boot, for a stamp it does not have, rather than time a boot from nothing. */
+interface Stamps {
+  of(name: string): number;
+}
 
-function readStamps(file: string): Stamps {
-  const out: Stamps = new Map();
+function readStamps(file: string, id: string): Stamps {
+  const at = new Map<string, number>();
   for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
     const [name, ms] = line.split(' ');
-    if (name && ms) out.set(name, Number(ms));
+    if (name && ms) at.set(name, Number(ms));
   }
-  return out;
+  return {
+    of(name) {
+      const ms = at.get(name);
+      if (ms === undefined || !Number.isFinite(ms)) throw new Error(`${id}: the fake envd stamped no "${name}" (${file})`);
+      return ms;
+    },
+  };
 }
 
 async function boot(
@@ -57,7 +66,7 @@ async function boot(
     // is seen bound in /proc before envd's own "listen" phase line is read from its output.
     let events: any[] = [];
     await waitFor(`${id}: the events timed`, async () => has((events = await allEvents(c, id))), { timeoutMs: 10_000 });
-    return { events, stamps: readStamps(stampFile), probeWaitMs };
+    return { events, stamps: readStamps(stampFile, id), probeWaitMs };
   } finally {
     await sb.stop();
     await c.api('DELETE', `/v1/sandboxes/${id}`);
@@ -98,14 +107,14 @@ export async function measureVerdicts(count: number, parallel: number, progress:
                 probeWait.push(probeWaitMs);
                 const listen = events.find((e) => e.kind === 'phase' && e.data.name === 'listen');
                 const ready = events.find((e) => e.kind === 'state' && e.data.state === 'ready');
-                bindToReady.push(at(ready) - stamps.get('bound')!);
-                clockLag.push(at(listen) - stamps.get('listen')!);
+                bindToReady.push(at(ready) - stamps.of('bound'));
+                clockLag.push(at(listen) - stamps.of('listen'));
               })
             : boot(c, vmm, root, id, ['-hang-in', 'cgroup-manager'], 'stuck', (events) =>
                 events.some((e) => e.kind === 'state' && e.data.state === 'stuck'),
               ).then(({ events, stamps }) => {
                 const stuck = events.find((e) => e.kind === 'state' && e.data.state === 'stuck');
-                stuckLag.push(at(stuck) - (stamps.get('cgroup-manager')! + STALL_MS));
+                stuckLag.push(at(stuck) - (stamps.of('cgroup-manager') + STALL_MS));
               });
         });
         await Promise.all(runs);
