@@ -22,6 +22,8 @@ import { summarize } from './stats.js';
 import { startVmmHost, type VmmHost } from './vmm-host.js';
 
 export const STALL_MS = 1000;
+/** Where the hung boots' fake envd hangs: their last phase, which the stall is timed from. */
+const HANG_PHASE = 'cgroup-manager';
 
 /** What one boot's fake envd stamped (host ms by phase name, and "bound"); `of` throws,
  *  naming the boot, for a stamp it does not have, rather than time a boot from nothing. */
@@ -110,11 +112,11 @@ export async function measureVerdicts(count: number, parallel: number, progress:
                 bindToReady.push(at(ready) - stamps.of('bound'));
                 clockLag.push(at(listen) - stamps.of('listen'));
               })
-            : boot(c, vmm, root, id, ['-hang-in', 'cgroup-manager'], 'stuck', (events) =>
+            : boot(c, vmm, root, id, ['-hang-in', HANG_PHASE], 'stuck', (events) =>
                 events.some((e) => e.kind === 'state' && e.data.state === 'stuck'),
               ).then(({ events, stamps }) => {
                 const stuck = events.find((e) => e.kind === 'state' && e.data.state === 'stuck');
-                stuckLag.push(at(stuck) - (stamps.of('cgroup-manager') + STALL_MS));
+                stuckLag.push(at(stuck) - (stamps.of(HANG_PHASE) + STALL_MS));
               });
         });
         await Promise.all(runs);
