@@ -2,12 +2,13 @@
 // owning pid, found through the socket's inode) and unbound. Sampled fast during boot, so
 // the bind time is known to within the boot interval.
 //
-// Where LISTEN sockets come from: a netlink sock_diag query (the addon; a dump ~0.06 ms, a
-// known listener looked up alone a fraction of that) when the kernel answers one, else
+// Where LISTEN sockets come from: a netlink sock_diag query (the addon; a dump ~0.03–0.07 ms, a
+// listener looked up alone ~0.005) when the kernel answers one, else
 // /proc/net/tcp{,6} (milliseconds of kernel time per read, more under an MMDS poll storm).
 // The probe reports which one it uses.
 
 import type { EventBody } from '@vsockdiag/proto';
+import { monotonicMs } from './clock.js';
 import { type TcpListener, diagAvailable, findListener, listListeners } from './diag.js';
 import { TcpState, findSocketOwner, listPids, readTcpSockets } from './proc/index.js';
 
@@ -44,36 +45,69 @@ export function procListenerQuery(procRoot: string, fallbackReason?: string): Li
   };
 }
 
+/** While no listener is known, the full dump runs at most this often; in between, lookups of
+ *  the loopback find the listener a connection from inside the guest would reach. */
+export const UNKNOWN_DUMP_EVERY_MS = 1000;
+/** A lookup of 127.0.0.1 reaches a listener on 0.0.0.0 (envd binds there), on 127.0.0.1, or on
+ *  a dual-stack [::]; one of ::1, a listener on [::] or [::1]. */
+const LOOPBACK = ['127.0.0.1', '::1'] as const;
+
 /**
  * Listeners from sock_diag. Once one is known, each query first asks the kernel for it alone
- * (findListener: a hash lookup) and dumps the listening sockets only when that socket is gone
- * or another answers in its place. The dump walks the kernel's whole listening hash, twice
- * (IPv4, IPv6): the largest part of a settled probe's tick. A second listener that joins the
- * port beside the known one is not reported while the known one stays; only the first listener
- * was ever reported (ListenerWatcher).
+ * (findListener: a hash lookup) and dumps the listening sockets when that socket is gone or
+ * another answers in its place. The dump walks the kernel's whole listening hash, twice (IPv4,
+ * IPv6): while nothing listens yet (a boot, or a target hung before its bind, at 25 ticks a
+ * second) it was most of a tick's kernel work. So while none is known, each query looks the
+ * loopback up first (two hash lookups), and dumps only every UNKNOWN_DUMP_EVERY_MS, for a
+ * listener on another address alone. A second listener that joins the port beside the known one
+ * is not reported while the known one stays; only the first listener was ever reported
+ * (ListenerWatcher).
  */
-export function sockDiagListenerQuery(find = findListener, dump = listListeners): ListenerQuery {
+export function sockDiagListenerQuery(find = findListener, dump = listListeners, now: () => number = monotonicMs): ListenerQuery {
   let known: TcpListener | null = null;
+  let dumpedAt = Number.NEGATIVE_INFINITY;
   return {
     source: 'sock_diag',
     listening(port) {
+      // A lookup that throws (a kernel that refuses them, a descriptor limit) leaves this query
+      // to the dump, as before lookups; the dump's own errors still surface.
+      let refused = false;
       if (known !== null && known.port === port) {
-        // A kernel that refuses the lookup (none seen; the dump's own errors still surface)
-        // costs this query a dump, as before lookups.
-        let now: TcpListener | null = null;
-        try {
-          now = find(known.address, port);
-        } catch {}
-        if (now !== null && now.inode === known.inode) {
-          known = now;
-          return [now];
+        const still = lookUp(find, known.address, port);
+        if (still !== null && still !== undefined && still.inode === known.inode) {
+          known = still;
+          return [still];
+        }
+        refused = still === undefined;
+        // Gone, or another socket in its place: the dump says which, now.
+        known = null;
+        dumpedAt = Number.NEGATIVE_INFINITY;
+      }
+      for (let i = 0; i < LOOPBACK.length && !refused; i++) {
+        const reached = lookUp(find, LOOPBACK[i]!, port);
+        if (reached === undefined) refused = true;
+        else if (reached !== null) {
+          known = reached;
+          return [reached];
         }
       }
+      const t = now();
+      if (!refused && t - dumpedAt < UNKNOWN_DUMP_EVERY_MS) return [];
+      dumpedAt = t;
       const all = dump(port);
       known = all[0] ?? null;
       return all;
     },
   };
+}
+
+/** find's answer, or undefined when it threw. */
+function lookUp(find: typeof findListener, address: string, port: number): TcpListener | null | undefined {
+  try {
+    return find(address, port);
+  } catch {
+    return undefined;
+  }
 }
 
 /** sock_diag when the kernel answers it (it only sees the real /proc's namespace), else /proc. */

@@ -4,7 +4,14 @@ import net from 'node:net';
 import type { EventBody, EventOf } from '@vsockdiag/proto';
 import { childReaper } from '../../test/support/children.js';
 import { findListener, listListeners } from '../src/diag.js';
-import { ListenerWatcher, pickListenerQuery, procListenerQuery, sockDiagListenerQuery, type ListenerQuery } from '../src/listener.js';
+import {
+  ListenerWatcher,
+  UNKNOWN_DUMP_EVERY_MS,
+  pickListenerQuery,
+  procListenerQuery,
+  sockDiagListenerQuery,
+  type ListenerQuery,
+} from '../src/listener.js';
 
 // Both sources of LISTEN sockets must give the same answers.
 const SOURCES: Record<string, () => ListenerQuery> = {
@@ -190,9 +197,10 @@ describe.each(Object.keys(SOURCES))('ListenerWatcher (live, %s)', (source) => {
 });
 
 describe('sockDiagListenerQuery', () => {
-  /** The query with its kernel lookups counted. */
+  /** The query with its kernel lookups counted, on a clock the test moves. */
   function counted() {
     const calls = { find: 0, dump: 0 };
+    const clock = { now: 0 };
     const q = sockDiagListenerQuery(
       (address, port) => {
         calls.find++;
@@ -202,29 +210,61 @@ describe('sockDiagListenerQuery', () => {
         calls.dump++;
         return listListeners(port);
       },
+      () => clock.now,
     );
-    return { q, calls };
+    return { q, calls, clock };
   }
 
-  it('dumps until a listener is known, then looks only that one up', async () => {
+  it('while none is known, looks the loopback up and dumps once a second; then looks up only the one', async () => {
     const port = await freePort();
-    const { q, calls } = counted();
+    const { q, calls, clock } = counted();
     expect(q.listening(port)).toEqual([]);
+    expect(calls).toEqual({ find: 2, dump: 1 }); // 127.0.0.1 and ::1, then the first dump
     expect(q.listening(port)).toEqual([]);
-    expect(calls).toEqual({ find: 0, dump: 2 });
+    expect(calls).toEqual({ find: 4, dump: 1 });
+    clock.now += UNKNOWN_DUMP_EVERY_MS;
+    expect(q.listening(port)).toEqual([]);
+    expect(calls).toEqual({ find: 6, dump: 2 });
 
     const s = await listenOn(port);
     const [first] = q.listening(port);
     expect(first).toMatchObject({ address: '127.0.0.1', port });
+    expect(calls).toEqual({ find: 7, dump: 2 }); // found by the first lookup, no dump
     for (let i = 0; i < 3; i++) expect(q.listening(port)).toEqual([first]);
-    expect(calls).toEqual({ find: 3, dump: 3 });
+    expect(calls).toEqual({ find: 10, dump: 2 });
 
-    // Gone: the lookup misses, one dump confirms, and the dumps resume.
+    // Gone: the lookup misses, so do the loopback's, one dump confirms at once; then once a second.
     await close(s);
     expect(q.listening(port)).toEqual([]);
-    expect(calls).toEqual({ find: 4, dump: 4 });
+    expect(calls).toEqual({ find: 13, dump: 3 });
     expect(q.listening(port)).toEqual([]);
-    expect(calls).toEqual({ find: 4, dump: 5 });
+    expect(calls).toEqual({ find: 15, dump: 3 });
+  });
+
+  it("finds envd's 0.0.0.0 and a dual-stack [::] by the loopback's lookups alone", async () => {
+    for (const host of ['0.0.0.0', '::']) {
+      const port = await freePort();
+      const { q, calls } = counted();
+      const s = await listenOn(port, host);
+      expect(q.listening(port)).toEqual([expect.objectContaining({ address: host, port })]);
+      expect(calls.dump).toBe(0);
+      await close(s);
+    }
+  });
+
+  it('finds a listener the loopback does not reach by the dump, within UNKNOWN_DUMP_EVERY_MS', async () => {
+    const port = await freePort();
+    const { q, calls, clock } = counted();
+    expect(q.listening(port)).toEqual([]);
+    await listenOn(port, '127.0.0.2'); // a connection to 127.0.0.1 or ::1 does not reach it
+    expect(q.listening(port)).toEqual([]);
+    clock.now += UNKNOWN_DUMP_EVERY_MS;
+    const [found] = q.listening(port);
+    expect(found).toMatchObject({ address: '127.0.0.2', port });
+    expect(calls.dump).toBe(2);
+    // Known now: looked up alone.
+    expect(q.listening(port)).toEqual([found]);
+    expect(calls.dump).toBe(2);
   });
 
   it('sees a listener replaced between two queries (same address and port, new socket)', async () => {
