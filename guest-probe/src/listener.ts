@@ -1,6 +1,7 @@
 // Watches the expected port for a LISTEN socket and reports the edges: bound (with the
 // owning pid, found through the socket's inode) and unbound. Sampled fast during boot, so
-// the bind time is known to within the boot interval.
+// the bind time is known to within the boot interval (within a second for a listener that a
+// connection on the loopback does not reach: see sockDiagListenerQuery).
 //
 // Where LISTEN sockets come from: a netlink sock_diag query (the addon; a dump ~0.03–0.07 ms, a
 // listener looked up alone ~0.005) when the kernel answers one, else
