@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
+import { allEvents, settlesAs, startCollector, type CollectorProcess } from '../harness/collector.js';
 import { waitFor } from '../support/wait.js';
 import { startSandbox } from '../harness/sandbox.js';
 import { summarize } from './stats.js';
@@ -25,9 +25,7 @@ async function hungBoot(
   const sb = await startSandbox({ id, root, envd: ['-hang-in', 'cgroup-manager'], device: vmm.device });
   try {
     await c.api('PUT', `/v1/sandboxes/${id}`, { udsPath: sb.udsPath });
-    // As an orchestrator waits (and as verdicts.ts does): the readiness long-poll, settled when stuck.
-    const { state, reason } = (await c.api('GET', `/v1/sandboxes/${id}/readiness?wait=30000`)).body;
-    if (state !== 'stuck') throw new Error(`${id}: ${state}, not stuck, after up to 30 s: ${reason}`);
+    await settlesAs(c, id, 'stuck');
     const dump = await waitFor(
       `the automatic dump of ${id}`,
       async () => (await allEvents(c, id, 'dump')).find((e) => e.data.trigger === 'auto'),

@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { PROBE_BIN, allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
+import { PROBE_BIN, allEvents, settlesAs, startCollector, type CollectorProcess } from '../harness/collector.js';
 import { startSandbox } from '../harness/sandbox.js';
 import { waitFor } from '../support/wait.js';
 import { runDelayMs } from './proc.js';
@@ -52,16 +52,14 @@ async function boot(
   root: string,
   id: string,
   envd: string[],
-  want: string,
+  want: 'ready' | 'stuck',
   has: (events: any[]) => boolean,
 ): Promise<{ events: any[]; stamps: Stamps; probeWaitMs: number }> {
   const stampFile = path.join(root, `${id}.stamps`);
   const sb = await startSandbox({ id, root, envd: [...envd, '-stamp-file', stampFile], device: vmm.device });
   try {
     await c.api('PUT', `/v1/sandboxes/${id}`, { udsPath: sb.udsPath });
-    // Settles as ready, stuck or exited: a boot that settles otherwise than `want` failed.
-    const { state, reason } = (await c.api('GET', `/v1/sandboxes/${id}/readiness?wait=30000`)).body;
-    if (state !== want) throw new Error(`${id}: ${state}, not ${want}, after up to 30 s: ${reason}`);
+    await settlesAs(c, id, want);
     // How long the probe had waited for a CPU by then: five boots at a time contend for the cores.
     const probeWaitMs = runDelayMs(sb.pidsOf(PROBE_BIN)[0]!);
     // The verdict can come before the events it is timed against are stored: the listener

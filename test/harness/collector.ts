@@ -136,6 +136,14 @@ function readyRecord(log: string): ReadyRecord | undefined {
   return undefined;
 }
 
+/** Waits, as an orchestrator does, with the readiness long-poll until the sandbox settles
+ *  (ready, stuck or exited); throws unless it settled as `want`. No polling: for benchmarks
+ *  that time the collector while they wait. */
+export async function settlesAs(c: CollectorProcess, id: string, want: 'ready' | 'stuck' | 'exited', timeoutMs = 30_000): Promise<void> {
+  const { state, reason } = (await c.api('GET', `/v1/sandboxes/${id}/readiness?wait=${timeoutMs}`)).body;
+  if (state !== want) throw new Error(`${id}: ${state}, not ${want}, after up to ${timeoutMs / 1000} s: ${reason}`);
+}
+
 /** Waits until the sandbox is in `state` and returns its detail. */
 export async function waitForState(c: CollectorProcess, id: string, state: string | string[], timeoutMs = 15_000): Promise<any> {
   const want = Array.isArray(state) ? state : [state];
