@@ -75,7 +75,7 @@ export function sockDiagListenerQuery(find = findListener, dump = listListeners,
       let refused = false;
       if (known !== null && known.port === port) {
         const still = lookUp(find, known.address, port);
-        if (still !== null && still !== undefined && still.inode === known.inode) {
+        if (still && still.inode === known.inode) {
           known = still;
           return [still];
         }

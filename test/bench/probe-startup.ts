@@ -22,6 +22,9 @@ import { summarize } from './stats.js';
 
 const EACH_TIMEOUT_MS = 10_000;
 
+/** The probe's environment in a guest: init's, and its unit's (deploy/guest/). */
+const PROBE_GUEST_ENV = { ...GUEST_ENV, ...PROBE_ENV };
+
 /** The probe's flags for a start-up run, timed and profiled alike: its collector is `sock`,
  *  everything optional is off, and the target never appears. */
 const startupArgs = (sock: string) => [...soloProbeArgs(sock), '--target', 'vd-bench-no-such-target'];
@@ -94,7 +97,7 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
         },
       };
       pending = attempt;
-      const p = spawn(process.execPath, probeArgs, { stdio: 'ignore', env: { ...GUEST_ENV, ...PROBE_ENV } });
+      const p = spawn(process.execPath, probeArgs, { stdio: 'ignore', env: PROBE_GUEST_ENV });
       const timer = setTimeout(() => {
         pending = null;
         p.kill('SIGKILL');
@@ -123,7 +126,7 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
     // One warm-up of each (page cache, first exec of the bundle), not counted.
     await timeExit(['-e', '0'], GUEST_ENV);
     await probeOnce();
-    await timeExit([PROBE_BIN, '--version'], { ...GUEST_ENV, ...PROBE_ENV });
+    await timeExit([PROBE_BIN, '--version'], PROBE_GUEST_ENV);
     for (let i = 0; i < rounds; i++) {
       // Rotate the order so no series always runs right after another one.
       const steps = [
@@ -134,7 +137,7 @@ export async function measureProbeStartup(rounds: number, progress: (m: string) 
           firstFrame.push(r.firstFrame);
           helloBytes = r.bytes;
         },
-        async () => versionExit.push(await withCpu('version', () => timeExit([PROBE_BIN, '--version'], { ...GUEST_ENV, ...PROBE_ENV }))),
+        async () => versionExit.push(await withCpu('version', () => timeExit([PROBE_BIN, '--version'], PROBE_GUEST_ENV))),
       ];
       for (let k = 0; k < steps.length; k++) await steps[(i + k) % steps.length]!();
       if ((i + 1) % 10 === 0) progress(`probe start-up: ${i + 1}/${rounds} rounds`);
@@ -215,7 +218,7 @@ export async function profileProbeStartup(runs: number, progress: (m: string) =>
         const p = spawn(
           process.execPath,
           ['--cpu-prof', '--cpu-prof-interval', '1000', '--cpu-prof-dir', profDir, ...note.args, launcher, ...startupArgs(sock)],
-          { stdio: 'ignore', env: { ...GUEST_ENV, ...note.env, ...PROBE_ENV } },
+          { stdio: 'ignore', env: { ...PROBE_GUEST_ENV, ...note.env } },
         );
         if (p.pid) probePids.push(p.pid);
         const exited = new Promise<void>((r) => p.once('exit', () => r()));

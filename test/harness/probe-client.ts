@@ -105,7 +105,7 @@ export class ProbeClient {
     const events = bodies.map((b, i) => ({ ...b, seq: firstSeq + i, t }) as ProbeEvent);
     this.seq = firstSeq + bodies.length - 1;
     // Stamped as the probe's link stamps a batch: a clock sample for the collector.
-    this.send({ type: 'events', events, sentAt: this.sinceBoot });
+    this.send({ type: 'events', events, sentAt: t });
     return this.seq;
   }
 
