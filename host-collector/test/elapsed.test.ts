@@ -60,8 +60,7 @@ function inputAt(c: (typeof CASES)[number], now: number, elapsed?: Elapsed): Ver
     targetName: 'envd',
     stallAfterMs: 5000,
     startDeadlineMs: 30_000,
-    conditions: c.status ? conditions({ ...base, ...(elapsed ? { elapsed } : {}) }) : [],
-    ...(elapsed ? { elapsed } : {}),
+    conditions: c.status ? conditions({ ...base, elapsed }) : [],
     ...c.over,
   };
 }
@@ -72,7 +71,7 @@ describe('reason templates', () => {
   // Until the verdict's recheckAt (when time alone may change it: the timer evaluates again).
   it.each(CASES)('$name: a template rendered at a moment reads as the reason decided at it', (c) => {
     const now = c.at ?? T0 + 8000;
-    const template = decide(inputAt(c, now, templates.mark)).reason;
+    const template = decide(inputAt(c, now, templates.mark), templates.mark).reason;
     const until = decide(inputAt(c, now)).recheckAt ?? now + 90_000;
     for (const later of [now, now + 1, Math.floor((now + until) / 2), until - 1]) {
       expect(templates.render(template, later)).toBe(decide(inputAt(c, later)).reason);

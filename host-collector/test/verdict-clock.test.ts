@@ -1,11 +1,14 @@
 // The verdict clock's one timer: armed for the moment the verdict could next change by
 // itself, kept while evaluations keep asking for that same moment (a booting fleet's start
 // deadlines do not move with each batch), moved when the moment moves, and still the one
-// that records the transition.
+// that records the transition. And its templates (the readiness thread's readings): made
+// from an evaluation's own input while its hook runs, the same as made afterwards.
 
 import type { ProbeStatus } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_CONDITION_SETTINGS } from '../src/collector/conditions.js';
+import { ReasonTemplates } from '../src/collector/elapsed.js';
+import type { KernelNote } from '../src/collector/conditions.js';
 import { VerdictClock, type VerdictSources } from '../src/collector/verdict-clock.js';
 
 const T0 = Date.UTC(2030, 0, 1);
@@ -15,7 +18,11 @@ afterEach(() => vi.useRealTimers());
 
 /** A sandbox whose probe is connected and whose envd started at guest `startedAt` (guest ms
  *  are host ms since T0 here) and has not bound: starting, stuck at startedAt + STALL_MS. */
-function clock(): { vc: VerdictClock; startAt: (guestMs: number) => void; states: string[] } {
+function clock(opts: { evaluated?: () => void; kernel?: KernelNote[] } = {}): {
+  vc: VerdictClock;
+  startAt: (guestMs: number) => void;
+  states: string[];
+} {
   let status: ProbeStatus = {
     target: { pid: 42, name: 'envd', startedAt: 0, source: 'name', alive: true },
     listener: { port: 49983, bound: false },
@@ -33,7 +40,7 @@ function clock(): { vc: VerdictClock; startAt: (guestMs: number) => void; states
       disconnectReason: undefined,
       pausedSince: null,
     },
-    history: { threads: [], kernel: [], skewMs: null, blocked: null },
+    history: { threads: [], kernel: opts.kernel ?? [], skewMs: null, blocked: null },
     listenError: () => null,
   };
   const states: string[] = [];
@@ -47,7 +54,7 @@ function clock(): { vc: VerdictClock; startAt: (guestMs: number) => void; states
     },
     {
       record: (kind, data) => kind === 'state' && states.push(data.state as string),
-      evaluated: () => undefined,
+      evaluated: () => opts.evaluated?.(),
       transition: () => undefined,
     },
   );
@@ -79,6 +86,29 @@ describe('VerdictClock timer', () => {
     vi.advanceTimersByTime(501);
     expect(vc.state).toBe('stuck');
     expect(states).toEqual(['starting', 'stuck']);
+    vc.stop();
+  });
+});
+
+describe('VerdictClock template', () => {
+  const templates = new ReasonTemplates();
+  const oom: KernelNote = { what: 'oom', process: 'envd', pid: 42, at: T0 + 500, message: 'Out of memory: Killed process 42 (envd)' };
+
+  it.each([
+    { name: "no condition in force: decided from the evaluation's input", kernel: [] },
+    { name: 'a condition in force: its detail written as a template too', kernel: [oom] },
+  ])('$name', ({ kernel }) => {
+    vi.useFakeTimers({ now: T0 + 1500, toFake: ['Date', 'setTimeout', 'clearTimeout'] });
+    let during = '';
+    const { vc } = clock({ kernel, evaluated: () => (during = vc.template(templates.mark).reason) });
+    vc.evaluate();
+    const after = vc.template(templates.mark).reason;
+    expect(during).toBe(after);
+    expect(during).toContain(templates.mark(T0)); // "alive …" counts from envd's start
+    if (kernel.length > 0) expect(during).toContain(templates.mark(T0 + 500)); // the OOM kill's "… ago"
+    // Read later, as the thread renders it: the main API's reason at the same moment.
+    vi.advanceTimersByTime(300);
+    expect(templates.render(during, Date.now())).toBe(vc.read().reason);
     vc.stop();
   });
 });

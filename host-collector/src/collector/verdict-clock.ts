@@ -93,6 +93,8 @@ export class VerdictClock {
   /** Conditions raised and not yet cleared, with their detail when raised. */
   private readonly raised = new Map<ConditionName, string>();
   private stopped = false;
+  /** The input of the evaluation whose `evaluated` hook is running (see template()). */
+  private evaluating: VerdictInput | null = null;
   private readonly toHost = (guestMs: number) => this.sources.intake.clock.toHost(guestMs);
 
   constructor(
@@ -116,10 +118,15 @@ export class VerdictClock {
     return { state: this.decided, reason: decide(input).reason, conditions: input.conditions ?? NO_CONDITIONS, since: this.decidedSince };
   }
 
-  /** The last evaluation's verdict, its durations written by `elapsed`. Records nothing. */
+  /** The last evaluation's verdict, its durations written by `elapsed`. Records nothing.
+   *  Asked for from the `evaluated` hook (the readiness thread asks at every evaluation of
+   *  every sandbox), it is decided from that evaluation's own input, not gathered again. */
   template(elapsed: Elapsed): ReadingTemplate {
-    const input = this.inputAt(this.evaluatedAt, elapsed);
-    return { state: this.decided, reason: decide(input).reason, evaluatedAt: this.evaluatedAt, dueAt: this.dueAt };
+    const own = this.evaluating;
+    // A condition's detail may hold a duration, and the evaluation's were formatted at once:
+    // with conditions in force, the input is gathered again with them written by `elapsed`.
+    const input = own && (own.conditions ?? NO_CONDITIONS).length === 0 ? own : this.inputAt(this.evaluatedAt, elapsed);
+    return { state: this.decided, reason: decide(input, elapsed).reason, evaluatedAt: this.evaluatedAt, dueAt: this.dueAt };
   }
 
   /** The conditions at `now` as readers see them (as read() has them, without the reason). */
@@ -141,7 +148,14 @@ export class VerdictClock {
     this.evaluatedAt = now;
     this.dueAt = v.recheckAt;
     this.noteConditions(input.conditions ?? NO_CONDITIONS);
-    this.hooks.evaluated();
+    // Held only while the hook runs: kept a second longer, 5,000 sandboxes' inputs would each
+    // outlive the young generation and churn the old one.
+    this.evaluating = input;
+    try {
+      this.hooks.evaluated();
+    } finally {
+      this.evaluating = null;
+    }
     if (v.state !== previous) {
       const { reason } = decide(input);
       this.decidedSince = now;
@@ -183,7 +197,7 @@ export class VerdictClock {
     if (!status) return NO_CONDITIONS;
     const { threads, kernel, skewMs } = this.sources.history;
     const settings = this.settings.conditions;
-    return conditions({ now, status, toHost: this.toHost, threads, kernel, skewMs, settings, ...(elapsed ? { elapsed } : {}) });
+    return conditions({ now, status, toHost: this.toHost, threads, kernel, skewMs, settings, elapsed });
   }
 
   private inputAt(now: number, elapsed?: Elapsed): VerdictInput {
@@ -194,7 +208,6 @@ export class VerdictClock {
       blocked: history.blocked,
       listenError: this.sources.listenError(),
       conditions: this.conditionsOf(now, elapsed),
-      ...(elapsed ? { elapsed } : {}),
       conditionsRecheckAt: status ? conditionsRecheckAt({ status, toHost, now, settings: this.settings.conditions }) : null,
       now,
       connected: intake.session !== null,

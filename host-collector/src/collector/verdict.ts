@@ -11,8 +11,6 @@ import { elapsedAt, type Elapsed } from './elapsed.js';
 
 export interface VerdictInput {
   now: number;
-  /** How the reason writes a duration up to now (elapsed.ts); default: formatted at `now`. */
-  elapsed?: Elapsed;
   /** A probe session is live right now. */
   connected: boolean;
   /** When the current session opened, or the last one closed (host ms). */
@@ -49,7 +47,6 @@ export interface Verdict {
   recheckAt: number | null;
 }
 
-const UNEXPLAINED: Elapsed = () => '';
 const ago = (elapsed: Elapsed, at: number) => `${elapsed(at)} ago`;
 
 /** Conditions that are part of the readiness answer itself, so they are not repeated. */
@@ -57,25 +54,28 @@ const IN_READINESS: ReadonlySet<ConditionName> = new Set<ConditionName>(['not-ac
 const NO_CONDITIONS: readonly Condition[] = [];
 
 /**
- * The verdict. `explain: false` leaves the reason empty: the collector re-decides on every batch
- * of every sandbox and needs the text only when the state changes (readers ask for it fresh).
+ * The verdict, and how its reason is written: `true`, each duration up to now formatted at
+ * `now`; an Elapsed, each written by it (elapsed.ts: a template for a reader elsewhere); `false`,
+ * left empty: the collector re-decides on every batch of every sandbox and needs the text only
+ * when the state changes (readers ask for it fresh).
  */
-export function decide(v: VerdictInput, explain = true): Verdict {
-  const base = decideState(v, explain);
+export function decide(v: VerdictInput, explain: boolean | Elapsed = true): Verdict {
+  // With explain off nothing is formatted (or allocated for it).
+  const elapsed = explain === false ? null : explain === true ? elapsedAt(v.now) : explain;
+  const base = decideState(v, elapsed);
   let reason = base.reason;
-  if (explain && v.listenError) reason = `cannot listen on ${v.listenError.socketPath}: ${v.listenError.message}`;
-  else if (explain) for (const c of v.conditions ?? NO_CONDITIONS) if (!IN_READINESS.has(c.name)) reason += `; ${c.name}: ${c.detail}`;
+  if (elapsed && v.listenError) reason = `cannot listen on ${v.listenError.socketPath}: ${v.listenError.message}`;
+  else if (elapsed) for (const c of v.conditions ?? NO_CONDITIONS) if (!IN_READINESS.has(c.name)) reason += `; ${c.name}: ${c.detail}`;
   const other = v.conditionsRecheckAt ?? null;
   const recheckAt = base.recheckAt === null ? other : other === null ? base.recheckAt : Math.min(base.recheckAt, other);
   return reason === base.reason && recheckAt === base.recheckAt ? base : { state: base.state, reason, recheckAt };
 }
 
-function decideState(v: VerdictInput, explain: boolean): Verdict {
+/** `elapsed` null: the reason left empty. */
+function decideState(v: VerdictInput, elapsed: Elapsed | null): Verdict {
   const { now, status } = v;
-  // Runs on every batch with explain off: then nothing is formatted (or allocated for it).
-  const elapsed = explain ? (v.elapsed ?? elapsedAt(now)) : UNEXPLAINED;
   if (v.pausedSince !== undefined && v.pausedSince !== null) {
-    return { state: 'paused', reason: explain ? `paused by the orchestrator ${ago(elapsed, v.pausedSince)}` : '', recheckAt: null };
+    return { state: 'paused', reason: elapsed ? `paused by the orchestrator ${ago(elapsed, v.pausedSince)}` : '', recheckAt: null };
   }
   if (!status) {
     return { state: 'registered', reason: 'waiting for the probe to connect', recheckAt: null };
@@ -85,7 +85,7 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
   const port = status.listener.port;
 
   if (target && !target.alive) {
-    if (!explain) return { state: 'exited', reason: '', recheckAt: null };
+    if (!elapsed) return { state: 'exited', reason: '', recheckAt: null };
     const how =
       target.signal !== undefined
         ? `killed by ${target.signal}`
@@ -98,7 +98,7 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
   }
 
   if (!v.connected) {
-    if (!explain) return { state: 'silent', reason: '', recheckAt: null };
+    if (!elapsed) return { state: 'silent', reason: '', recheckAt: null };
     const since = v.disconnectedAt ?? now;
     const why = v.disconnectReason ? ` (${v.disconnectReason})` : '';
     return { state: 'silent', reason: `probe silent since ${ago(elapsed, since)}${why}`, recheckAt: null };
@@ -108,7 +108,7 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
     const since = v.connectedAt ?? now;
     return {
       state: 'booting',
-      reason: explain ? `probe connected ${ago(elapsed, since)}, ${name} not seen yet` : '',
+      reason: elapsed ? `probe connected ${ago(elapsed, since)}, ${name} not seen yet` : '',
       recheckAt: null,
     };
   }
@@ -124,7 +124,7 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
     const ready = status.phases.reported ? ', READY=1' : '';
     return {
       state: 'ready',
-      reason: explain
+      reason: elapsed
         ? `${name} (pid ${target.pid}) listening on :${port} since ${ago(elapsed, v.toHost(listener.since ?? 0))}${ready}`
         : '',
       recheckAt: null,
@@ -145,7 +145,7 @@ function decideState(v: VerdictInput, explain: boolean): Verdict {
   else if (now >= deadlineAt) verdict = { state: 'stuck', reason: '', recheckAt: null };
   else if (now >= stallAt) verdict = { state: 'stuck', reason: '', recheckAt: deadlineAt };
   else verdict = { state: 'starting', reason: '', recheckAt: Math.min(stallAt, deadlineAt) };
-  if (!explain) return verdict;
+  if (!elapsed) return verdict;
 
   const alive = `${name} alive ${elapsed(startedAt)}`;
   const lastPhase = last ? `last phase ${describePhase(last)} ${ago(elapsed, v.toHost(last.t))}` : 'no phase reported';

@@ -1,9 +1,10 @@
 // The main thread's side of the readiness thread (worker.ts): starts it, and keeps its mirror
-// of the fleet's verdicts current. Every evaluation of a sandbox (each batch, hello, close,
-// timer: verdict-clock.ts) marks it; once a turn of the event loop, each marked sandbox's
-// reading is made (its reason a template: collector/elapsed.ts) and posted only if it differs
-// from the one the thread has, so a settled fleet posts almost nothing. A thread that dies is
-// started again after RESTART_MS with the whole fleet.
+// of the fleet's verdicts current. Each evaluation of a sandbox (each batch, hello, close,
+// timer: verdict-clock.ts) makes its reading there and then, from the evaluation's own input
+// (its reason a template: collector/elapsed.ts); a reading that differs from what the thread
+// has is queued, and the queue is posted once a turn of the event loop, so a settled fleet
+// posts almost nothing. A thread that dies is started again after RESTART_MS with the whole
+// fleet.
 
 import { Worker } from 'node:worker_threads';
 import { ReasonTemplates } from '../collector/elapsed.js';
@@ -28,9 +29,10 @@ export interface ReadinessThreadOptions {
 
 export class ReadinessThread {
   private readonly templates = new ReasonTemplates();
-  /** What the thread was last sent, per sandbox. */
+  /** What the thread has, or is about to be sent, per sandbox. */
   private readonly sent = new Map<string, MirroredReading>();
-  private readonly marked = new Set<string>();
+  /** Readings to post at the next flush; null: the sandbox is gone. */
+  private readonly pending = new Map<string, MirroredReading | null>();
   private flushing: NodeJS.Immediate | null = null;
   private worker: Worker | null = null;
   private serving = false;
@@ -45,7 +47,7 @@ export class ReadinessThread {
     this.port = opts.port;
     for (const sb of registry.sandboxes.values()) this.watch(sb);
     registry.on('added', (sb) => this.watch(sb));
-    registry.on('removed', (id) => this.mark(id));
+    registry.on('removed', (id) => this.forget(id));
   }
 
   /** The thread is up and listening (/metrics: vsockdiag_readiness_thread_up). */
@@ -84,7 +86,8 @@ export class ReadinessThread {
     this.worker = worker;
     // The new thread has nothing: send it the whole fleet (postMessage queues until it runs).
     this.sent.clear();
-    for (const id of this.registry.sandboxes.keys()) this.mark(id);
+    this.pending.clear();
+    for (const sb of this.registry.sandboxes.values()) this.update(sb);
     return new Promise<string>((resolve, reject) => {
       let up = false;
       worker.on('message', (s: ThreadStatus) => {
@@ -130,48 +133,59 @@ export class ReadinessThread {
   }
 
   private watch(sb: Sandbox): void {
-    const mark = () => this.mark(sb.id);
-    sb.on('changed', mark);
-    sb.on('connected', mark);
-    this.mark(sb.id);
+    const update = () => this.update(sb);
+    sb.on('changed', update);
+    sb.on('connected', update);
+    update();
   }
 
-  private mark(id: string): void {
-    this.marked.add(id);
+  /** Makes the sandbox's reading now and queues it if the thread has another. */
+  private update(sb: Sandbox): void {
+    // No thread (between a loss and its restart): the next one is sent the whole fleet.
+    if (!this.worker) return;
+    const t = sb.readingTemplate(this.templates.mark);
+    const last = this.sent.get(sb.id);
+    if (
+      last &&
+      last.state === t.state &&
+      last.reason === t.reason &&
+      last.dueAt === t.dueAt &&
+      last.generation === sb.generation &&
+      last.session === sb.session
+    ) {
+      return;
+    }
+    const reading: MirroredReading = {
+      id: sb.id,
+      state: t.state,
+      reason: t.reason,
+      generation: sb.generation,
+      session: sb.session,
+      evaluatedAt: t.evaluatedAt,
+      dueAt: t.dueAt,
+    };
+    this.sent.set(sb.id, reading);
+    this.queue(sb.id, reading);
+  }
+
+  private forget(id: string): void {
+    if (this.worker && this.sent.delete(id)) this.queue(id, null);
+  }
+
+  private queue(id: string, reading: MirroredReading | null): void {
+    this.pending.set(id, reading);
     this.flushing ??= setImmediate(() => this.flush());
   }
 
   private flush(): void {
     this.flushing = null;
-    // No thread (between a loss and its restart): the next one is sent the whole fleet.
-    if (!this.worker) {
-      this.marked.clear();
-      return;
-    }
     const update: MirrorUpdate = { put: [], removed: [] };
-    for (const id of this.marked) {
-      const sb = this.registry.get(id);
-      if (!sb) {
-        if (this.sent.delete(id)) update.removed.push(id);
-        continue;
-      }
-      const t = sb.readingTemplate(this.templates.mark);
-      const last = this.sent.get(id);
-      if (
-        last &&
-        last.state === t.state &&
-        last.reason === t.reason &&
-        last.dueAt === t.dueAt &&
-        last.generation === sb.generation &&
-        last.session === sb.session
-      ) {
-        continue;
-      }
-      const reading: MirroredReading = { id, ...t, generation: sb.generation, session: sb.session };
-      this.sent.set(id, reading);
-      update.put.push(reading);
+    for (const [id, reading] of this.pending) {
+      if (reading) update.put.push(reading);
+      else update.removed.push(id);
     }
-    this.marked.clear();
-    if (update.put.length > 0 || update.removed.length > 0) this.worker.postMessage(update);
+    this.pending.clear();
+    // No thread (lost since): the next one is sent the whole fleet.
+    if (this.worker && (update.put.length > 0 || update.removed.length > 0)) this.worker.postMessage(update);
   }
 }
