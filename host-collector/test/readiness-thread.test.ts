@@ -156,6 +156,20 @@ describe('the readiness thread', () => {
     expect(quiet.json).toMatchObject({ ready: false, state: 'registered' });
   });
 
+  it('knows nothing of a registration that could not listen', async () => {
+    const { url, readiness } = await start();
+    const bad = await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'no-such-dir', 'vm.sock') });
+    expectError(bad, 422, 'LISTEN_FAILED');
+    // The thread applies updates in order: once it knows a later sandbox, it has had every
+    // update about the failed one.
+    await call(url, 'PUT', '/v1/sandboxes/vm2', { udsPath: path.join(collectors.dir, 'vm2.sock') });
+    await waitFor('the readiness thread to know vm2', async () => {
+      const r = await call(readiness, 'GET', '/v1/sandboxes/vm2/readiness');
+      return r.json?.state === 'registered' ? r : null;
+    });
+    expectError(await call(readiness, 'GET', '/v1/sandboxes/vm1/readiness'), 404, 'NOT_FOUND');
+  });
+
   it('serves only readiness and its health, with the API’s errors', async () => {
     const { url, readiness } = await start();
     await call(url, 'PUT', '/v1/sandboxes/vm1', { udsPath: path.join(collectors.dir, 'vm1.sock') });

@@ -63,7 +63,7 @@ export function udsPathProblem(udsPath: string, roots: readonly string[] | undef
 export interface RegistryEvents {
   /** A sandbox was registered or restored (before its listener is bound). */
   added: [sandbox: Sandbox];
-  /** A sandbox was unregistered. */
+  /** A sandbox was unregistered, or its registration failed after it was added. */
   removed: [id: string];
   /** Any sandbox's state changed (its own 'state' event, for listeners of the whole fleet). */
   state: [change: StateChange];
@@ -138,6 +138,8 @@ export class Registry extends EventEmitter<RegistryEvents> {
     } catch (err) {
       this.sandboxes.delete(id);
       await sb.stop();
+      // Listeners were told it was added (the readiness thread already has a reading of it).
+      this.emit('removed', id);
       throw new RegistryError('LISTEN_FAILED', `cannot listen on ${sb.socketPath}: ${(err as Error).message}`);
     }
     this.store.saveSandbox({ id, udsPath, source, generation: 0, createdMs: Date.now() });
