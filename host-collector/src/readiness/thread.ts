@@ -141,8 +141,9 @@ export class ReadinessThread {
 
   /** Makes the sandbox's reading now and queues it if the thread has another. */
   private update(sb: Sandbox): void {
-    // No thread (between a loss and its restart): the next one is sent the whole fleet.
-    if (!this.worker) return;
+    // No thread (between a loss and its restart): the next one is sent the whole fleet. A
+    // sandbox no longer registered (or replaced under its id) has been forgotten already.
+    if (!this.worker || this.registry.get(sb.id) !== sb) return;
     const t = sb.readingTemplate(this.templates.mark);
     const last = this.sent.get(sb.id);
     if (
