@@ -13,6 +13,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { ROOT } from '../harness/collector.js';
 import type { VsockDevice } from '../harness/sandbox.js';
+import { diesWithUs } from '../harness/tether.js';
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 
 export interface VmmHost {
@@ -28,7 +29,9 @@ export function startVmmHost(): VmmHost {
   bundle ??= bundleForNode(path.join(ROOT, 'test/bench/vmm-process.ts'), path.join(ROOT, 'test/.build/vmm-process.mjs'), {
     banner: REQUIRE_BANNER,
   });
-  const proc = spawn(process.execPath, [bundle], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  // Killed with this process should it die before stop() (tether.ts).
+  const [command, ...args] = diesWithUs([process.execPath, bundle]);
+  const proc = spawn(command, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
   let errors = '';
   proc.stderr!.on('data', (d) => (errors = (errors + d).slice(-4000)));
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));

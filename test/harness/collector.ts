@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitFor } from '../support/wait.js';
+import { diesWithUs } from './tether.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const COLLECTOR_BIN = path.join(ROOT, 'host-collector/dist/vsockdiag.js');
@@ -62,7 +63,9 @@ export async function startCollector(
     if (owned) fs.rmSync(dataDir, { recursive: true, force: true });
   };
   const command = [COLLECTOR_BIN, 'collector', '--http', `127.0.0.1:${opts.port ?? 0}`, '--data', dataDir, ...(opts.args ?? [])];
-  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...command], {
+  // Killed with this process should it die before stop() (tether.ts).
+  const [setpriv, ...args] = diesWithUs([process.execPath, ...(opts.nodeArgs ?? []), ...command]);
+  const proc = spawn(setpriv, args, {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, VSOCKDIAG_LOG_LEVEL: 'debug', ...opts.env },
   });

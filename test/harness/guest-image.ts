@@ -13,6 +13,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { diesWithUs } from './tether.js';
 
 /** The image: Debian bookworm, minbase, with systemd (for the nspawn boot) and runit (for
  *  runsv in a namespace; it hooks nothing into systemd). */
@@ -22,9 +23,6 @@ const CACHE_DIR = process.env.VSOCKDIAG_CACHE_DIR ?? '/var/cache/vsockdiag';
 /** Where the guest sees the bound host folder. */
 export const GUEST_HOST_DIR = '/mnt/vdhost';
 const MMDEBSTRAP_TIMEOUT_MS = 10 * 60_000;
-/** Prefix for the guest's outermost process: should this test process die, it is killed
- *  too, and with --kill-child and a PID namespace of its own, everything under it. */
-const DIE_WITH_US = ['--pdeathsig', 'SIGKILL', '--'];
 
 /** Why the boot tests cannot run here, or null when they can. */
 export function bootUnavailable(): string | null {
@@ -261,31 +259,27 @@ export async function bootSystemd(o: Overlay): Promise<Guest> {
   // A machine name of its own: nspawn keeps per-name state in /run/systemd/nspawn/.
   const machine = `vd-${path.basename(path.dirname(o.root))}`;
   // nspawn runs as PID 1 of a PID namespace of ours: killing it (unshare --kill-child does,
-  // when we die) takes the guest down too, which killing nspawn alone does not.
-  const proc = spawn(
-    'setpriv',
-    [
-      ...DIE_WITH_US,
-      'unshare',
-      '--pid',
-      '--mount',
-      '--fork',
-      '--mount-proc',
-      '--kill-child=SIGKILL',
-      '--',
-      'systemd-nspawn',
-      '--quiet',
-      '-D',
-      o.root,
-      `--machine=${machine}`,
-      '--boot',
-      '--register=no',
-      '--keep-unit',
-      '--private-network',
-      `--bind=${o.hostDir}:${GUEST_HOST_DIR}`,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '0' } },
-  );
+  // when we die: tether.ts) takes the guest down too, which killing nspawn alone does not.
+  const [command, ...args] = diesWithUs([
+    'unshare',
+    '--pid',
+    '--mount',
+    '--fork',
+    '--mount-proc',
+    '--kill-child=SIGKILL',
+    '--',
+    'systemd-nspawn',
+    '--quiet',
+    '-D',
+    o.root,
+    `--machine=${machine}`,
+    '--boot',
+    '--register=no',
+    '--keep-unit',
+    '--private-network',
+    `--bind=${o.hostDir}:${GUEST_HOST_DIR}`,
+  ]);
+  const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '0' } });
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));
@@ -329,13 +323,20 @@ export async function runInNamespace(o: Overlay, argv: string[]): Promise<Guest>
     `mount --bind ${q(o.hostDir)} ${q(r + GUEST_HOST_DIR)}`,
     `exec chroot ${q(r)} ${argv.map(q).join(' ')}`,
   ].join('\n');
-  const proc = spawn(
-    'setpriv',
-    [...DIE_WITH_US, 'unshare', '--pid', '--net', '--mount', '--fork', '--kill-child=SIGKILL', '--', 'sh', '-c', setup],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  // Killed with this process should it die first (tether.ts), with its whole namespace.
+  const [command, ...args] = diesWithUs([
+    'unshare',
+    '--pid',
+    '--net',
+    '--mount',
+    '--fork',
+    '--kill-child=SIGKILL',
+    '--',
+    'sh',
+    '-c',
+    setup,
+  ]);
+  const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));

@@ -20,6 +20,7 @@ import { DEFAULTS } from '@vsockdiag/proto';
 import { GUEST_ENV, PROBE_BIN } from './collector.js';
 import { buildFakeEnvd } from './fake-envd.js';
 import { FirecrackerVsock, guestHostPath, guestListenPath } from './firecracker.js';
+import { diesWithUs } from './tether.js';
 
 let namespacesChecked: boolean | undefined;
 
@@ -220,11 +221,15 @@ export async function startSandbox(opts: SandboxOptions & { device?: DeviceFacto
   }
   const script = path.join(dir, 'init.sh');
   fs.writeFileSync(script, `${lines.join('\n')}\n`);
-  const argv = isolated
-    ? ['unshare', '--net', '--pid', '--fork', '--mount-proc', '--kill-child=SIGKILL', '--', 'sh', script]
-    : ['setsid', 'sh', script];
+  // Killed with this process should it die before stop() (tether.ts): isolated, with its whole
+  // namespace; without namespaces only the shell (or the probe it became in wrap mode).
+  const [command, ...args] = diesWithUs(
+    isolated
+      ? ['unshare', '--net', '--pid', '--fork', '--mount-proc', '--kill-child=SIGKILL', '--', 'sh', script]
+      : ['setsid', 'sh', script],
+  );
   // A guest's environment, not this process's (GUEST_ENV says why).
-  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: GUEST_ENV });
+  const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: GUEST_ENV });
   let output = '';
   proc.stdout!.on('data', (d) => (output += d));
   proc.stderr!.on('data', (d) => (output += d));
