@@ -3,7 +3,7 @@
 // a PID namespace takes the namespace along. A control, started the usual way by the same
 // process, outlives it: that is what the tether is for.
 
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../support/wait.js';
@@ -18,9 +18,11 @@ process.stdout.write(pids.join(' ') + '\\n');
 setInterval(() => {}, 1000);
 `;
 
-/** What a test started, to end should it fail: each pid with the command line it had, so a
- *  pid the kernel has since given to another process is left alone. */
-const started = new Map<number, string>();
+/** What a test started, to end should it fail: the parents (children of this process), and
+ *  by pid what they started, each with the command names it may run under, so that a pid the
+ *  kernel has since given to another process is left alone. */
+const parents: ChildProcess[] = [];
+const started = new Map<number, string[]>();
 const cmdline = (pid: number) => {
   try {
     return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
@@ -28,12 +30,11 @@ const cmdline = (pid: number) => {
     return null;
   }
 };
-const track = (pids: number[]) => {
-  for (const pid of pids) started.set(pid, cmdline(pid) ?? '');
-};
 afterEach(() => {
-  for (const [pid, line] of started) {
-    if (cmdline(pid) !== line) continue; // gone, as it should be (or not ours any more)
+  for (const p of parents.splice(0)) p.kill('SIGKILL');
+  for (const [pid, names] of started) {
+    const line = cmdline(pid);
+    if (line === null || !names.some((n) => line.startsWith(`${n}\0`))) continue; // gone, as it should be
     try {
       process.kill(pid, 'SIGKILL');
     } catch {
@@ -53,14 +54,17 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Starts a parent that spawns `commands`; resolves with it and the pids it printed. */
+/** Starts a parent that spawns `commands`; resolves with its pid and the pids it printed. */
 async function parentOf(commands: string[][]): Promise<{ parent: number; pids: number[] }> {
   const p = spawn(process.execPath, ['-e', PARENT, JSON.stringify(commands)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  parents.push(p);
   let out = '';
   p.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
   const line = await waitFor('the parent to print its children', () => (out.includes('\n') ? out : null));
   const pids = line.trim().split(' ').map(Number);
-  track([p.pid!]);
+  // Each under its command's name, or setpriv's until setpriv has run it.
+  const nameOf = (argv: string[]) => (argv[0] === 'setpriv' ? argv[argv.indexOf('--') + 1]! : argv[0]!);
+  pids.forEach((pid, i) => started.set(pid, ['setpriv', nameOf(commands[i]!)]));
   return { parent: p.pid!, pids };
 }
 
@@ -68,8 +72,7 @@ describe('diesWithUs', () => {
   it('has a command killed with the process that spawned it; a plain spawn outlives it', async () => {
     const { parent, pids } = await parentOf([diesWithUs(['sleep', '600']), ['sleep', '601']]);
     const [tethered, plain] = pids as [number, number];
-    await waitFor('setpriv to exec sleep', () => cmdline(tethered)?.startsWith('sleep') || null);
-    track(pids);
+    await waitFor('setpriv to run sleep', () => cmdline(tethered)?.startsWith('sleep\0') || null);
     expect(alive(tethered) && alive(plain)).toBe(true);
     process.kill(parent, 'SIGKILL');
     await waitFor('the tethered sleep to be killed', () => !alive(tethered) || null);
@@ -84,7 +87,7 @@ describe('diesWithUs', () => {
       const all = descendants(unshare);
       return all.length === 3 ? all : null;
     });
-    track([unshare, ...namespace]);
+    for (const pid of namespace) started.set(pid, ['sh', 'sleep']);
     process.kill(parent, 'SIGKILL');
     await waitFor('every process of the namespace to be killed', () => ![unshare, ...namespace].some(alive) || null);
   });
