@@ -6,9 +6,8 @@
 
 import type { ProbeStatus } from '@vsockdiag/proto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { DEFAULT_CONDITION_SETTINGS } from '../src/collector/conditions.js';
+import { DEFAULT_CONDITION_SETTINGS, type KernelNote } from '../src/collector/conditions.js';
 import { ReasonTemplates } from '../src/collector/elapsed.js';
-import type { KernelNote } from '../src/collector/conditions.js';
 import { VerdictClock, type VerdictSources } from '../src/collector/verdict-clock.js';
 
 const T0 = Date.UTC(2030, 0, 1);
