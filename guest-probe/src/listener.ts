@@ -80,7 +80,8 @@ export function sockDiagListenerQuery(find = findListener, dump = listListeners,
           return [still];
         }
         refused = still === undefined;
-        // Gone, or another socket in its place: the dump says which, now.
+        // Gone, or another socket in its place: found again below, by the loopback lookups or
+        // else by a dump at once (not a second later).
         known = null;
         dumpedAt = Number.NEGATIVE_INFINITY;
       }
