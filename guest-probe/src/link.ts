@@ -69,6 +69,9 @@ export class Link extends EventEmitter {
   lostAtSeq: number | undefined;
   private connection: SessionConnection | null = null;
   private sentUpTo = 0;
+  /** The highest seq a waitAcked caller waits for: batches up to it ask for their ack at
+   *  once (the collector otherwise acks with its next liveness tick, up to 2 s later). */
+  private awaited = 0;
   private flushQueued = false;
   private waitingDrain = false;
   private stopped = false;
@@ -130,6 +133,8 @@ export class Link extends EventEmitter {
   /** Resolves true once `seq` is acked, false after `timeoutMs`. */
   waitAcked(seq: number, timeoutMs: number): Promise<boolean> {
     if (this.acked >= seq) return Promise.resolve(true);
+    // A batch already sent without asking is acked with the collector's next tick.
+    this.awaited = Math.max(this.awaited, seq);
     return new Promise((resolve) => {
       const onAck = () => {
         if (this.acked < seq) return;
@@ -267,7 +272,8 @@ export class Link extends EventEmitter {
       if (events.length === 0) break;
       this.sentUpTo = events[events.length - 1]!.seq;
       // Stamped as it is written: the collector maps guest times by the least delayed stamp.
-      if (!connection.send({ type: 'events', events, sentAt: this.opts.sinceBootMs() })) this.waitingDrain = true;
+      const ackNow = this.awaited > this.acked || undefined;
+      if (!connection.send({ type: 'events', events, sentAt: this.opts.sinceBootMs(), ackNow })) this.waitingDrain = true;
     }
   }
 }

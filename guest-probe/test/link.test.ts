@@ -309,6 +309,33 @@ describe('Link: acks', () => {
     expect(l.listenerCount('ack')).toBe(1); // waitAcked cleaned up after itself
   });
 
+  it('asks for the ack at once (ackNow) only on batches someone waits for', async () => {
+    const ring = new EventRing();
+    collector.behaviour = standard({ ackEvents: false });
+    const l = startLink(ring);
+    await waitFor('welcome', () => l.connected);
+    push(ring, 2);
+    l.flush();
+    await waitFor('first batch', () => collector.allSeqs().length >= 2);
+    // The exit flush's order: the event pushed, its flush queued, then the wait.
+    push(ring, 1);
+    l.flush();
+    const waiting = l.waitAcked(3, 3000);
+    await waitFor('second batch', () => collector.allSeqs().length >= 3);
+    const batches = collector.sessions[0]!.of('events');
+    expect(batches.map((b) => [b.events.map((e) => e.seq), b.ackNow])).toEqual([
+      [[1, 2], undefined],
+      [[3], true],
+    ]);
+    collector.sessions[0]!.send({ type: 'ack', seq: 3 });
+    expect(await waiting).toBe(true);
+    // Acked: the next batch no longer asks.
+    push(ring, 1);
+    l.flush();
+    await waitFor('third batch', () => collector.allSeqs().length >= 4);
+    expect(collector.sessions[0]!.of('events')[2]!.ackNow).toBeUndefined();
+  });
+
   it('never counts as acked more than it sent', async () => {
     const ring = new EventRing();
     push(ring, 5);

@@ -105,6 +105,10 @@ export interface Liveness<Out> {
   idleTimeoutMs: number;
   /** Sent on a tick when nothing else went out since the last: any frame proves liveness. */
   heartbeat: () => Out;
+  /** A frame this side holds back for its next tick (the collector's deferred ack; null when
+   *  none): sent on the tick whatever else went out meanwhile, and in place of a heartbeat,
+   *  since any frame proves liveness. */
+  owed?: () => Out | null;
   /** The owner calls tick() at least every heartbeatMs and the connection keeps no timer of
    *  its own: a process that wakes that often anyway (the probe's sample loop) then wakes
    *  once a second instead of twice. A gap between the owner's ticks longer than
@@ -367,7 +371,9 @@ export class Connection<In extends { type: string }, Out extends ProbeMessage | 
     }
     const heard =
       this.current === 'open' || (this.current === 'awaiting-hello' && (this.role.hello !== undefined || this.role.greeted === true));
-    if (heard && now - this.lastTx >= liveness.heartbeatMs - TICK_SLACK_MS) this.send(liveness.heartbeat());
+    const owed = this.current === 'open' ? liveness.owed?.() : null;
+    if (owed) this.send(owed);
+    else if (heard && now - this.lastTx >= liveness.heartbeatMs - TICK_SLACK_MS) this.send(liveness.heartbeat());
   }
 
   private fail(err: unknown): void {

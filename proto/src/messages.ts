@@ -51,6 +51,9 @@ const probeMessages = () => ({
      *  of how the guest's clock maps to the host's, so a booting guest that sends only batches
      *  still gives one a tick. Optional: without it, only hellos and heartbeats sample the clock. */
     sentAt: s.optional(ms),
+    /** Ack this batch at once: the probe is waiting for it (its exit flush). Otherwise the
+     *  collector acks with its next liveness tick, at most HEARTBEAT_INTERVAL_MS later. */
+    ackNow: s.optional(s.boolean()),
   }),
   /** Events from..to (inclusive) fell out of the probe's ring before they were acked. */
   gap: s.object({ from: s.int({ min: 1 }), to: s.int({ min: 1 }) }),
@@ -83,7 +86,9 @@ const probeMessages = () => ({
 const collectorMessages = () => ({
   /** Answer to hello: the probe resends every event after `ack`. */
   welcome: s.object({ ack: seq, hostWallMs: ms }),
-  /** Everything up to and including `seq` is durable on the host. */
+  /** Everything up to and including `seq` is durable on the host. Deferred to the sender's
+   *  next liveness tick unless the batch asked for it now: one ack covers every batch
+   *  committed meanwhile, and stands in for that tick's heartbeat. */
   ack: s.object({ seq }),
   command: s.object({
     id: s.int({ min: 1 }),

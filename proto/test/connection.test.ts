@@ -578,6 +578,34 @@ describe('Connection: timers', () => {
     expect(sent()).toEqual([{ type: 'heartbeat' }, { type: 'ack', seq: 1 }, { type: 'heartbeat' }]);
   });
 
+  it('a frame owed for the tick goes out on it whatever went out before, in place of the heartbeat', () => {
+    let owed: CollectorMessage | null = null;
+    const { socket, connection, sent } = collectorSide({
+      liveness: {
+        ...liveness,
+        heartbeat: () => ({ type: 'heartbeat' }),
+        owed: () => {
+          const m = owed;
+          owed = null;
+          return m;
+        },
+      },
+    });
+    owed = { type: 'ack', seq: 9 };
+    vi.advanceTimersByTime(1000); // not open yet: nothing goes, and it stays owed
+    expect(sent()).toEqual([]);
+    socket.emit('data', encodeMessage(hello));
+    vi.advanceTimersByTime(500);
+    connection.send({ type: 'command', id: 1, op: 'status' });
+    vi.advanceTimersByTime(500); // 500 ms after another frame: the owed one goes all the same
+    expect(sent()).toEqual([
+      { type: 'command', id: 1, op: 'status' },
+      { type: 'ack', seq: 9 },
+    ]);
+    vi.advanceTimersByTime(1000); // nothing owed: a heartbeat, as before
+    expect(sent()).toEqual([{ type: 'command', id: 1, op: 'status' }, { type: 'ack', seq: 9 }, { type: 'heartbeat' }]);
+  });
+
   it('a side that spoke first heartbeats while it awaits the answer', () => {
     const { sent } = probeSide({ liveness: { ...liveness, heartbeat: () => ({ type: 'heartbeat', sinceBootMs: 7 }) } });
     vi.advanceTimersByTime(2000);
