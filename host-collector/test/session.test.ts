@@ -30,7 +30,12 @@ const log = pino({ level: 'silent' });
 const hello = helloMessage();
 
 const phase = (seq: number): ProbeEvent => ({ kind: 'phase', seq, t: 1000 + seq, name: `p${seq}` });
-const events = (...seqs: number[]): ProbeMessage => ({ type: 'events', events: seqs.map(phase) });
+/** A batch of phase events; a last argument `{ ackNow: true }` asks for its ack at once. */
+function events(...args: Array<number | { ackNow: true }>): ProbeMessage {
+  const seqs = args.filter((a): a is number => typeof a === 'number');
+  const ackNow = args.some((a) => typeof a === 'object') || undefined;
+  return { type: 'events', events: seqs.map(phase), ackNow };
+}
 
 interface Closed {
   reason: string;
@@ -213,20 +218,23 @@ describe('Session: hello', () => {
 });
 
 describe('Session: events and acks', () => {
-  it('acks only after the host calls done(null)', async () => {
+  it('acks a batch that asks for it (ackNow) only after the host calls done(null), and at once', async () => {
     const { host, probe } = await connect();
     probe.send(hello);
     await probe.next('welcome');
-    probe.send(events(1, 2, 3));
+    probe.send(events(1, 2, 3, { ackNow: true }));
     await waitFor('onEvents', () => host.batches.length === 1);
     expect(host.batches[0]!.events.map((e) => e.seq)).toEqual([1, 2, 3]);
     await sleep(150);
     expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([]);
 
+    // At once: the ack is the first thing written after the commit, before any tick.
+    const atCommit = probe.received.length;
     host.batches[0]!.done(null);
-    expect(await probe.next('ack')).toEqual({ type: 'ack', seq: 3 });
+    await waitFor('ack', () => probe.received.length > atCommit);
+    expect(probe.received[atCommit]).toEqual({ type: 'ack', seq: 3 });
 
-    probe.send(events(4));
+    probe.send(events(4, { ackNow: true }));
     await waitFor('second onEvents', () => host.batches.length === 2);
     host.batches[1]!.done(null);
     await waitFor('second ack', () => probe.messages.filter((m) => m.type === 'ack').length === 2);
@@ -237,18 +245,40 @@ describe('Session: events and acks', () => {
     expect(host.closes).toEqual([]);
   });
 
-  it('acks each batch with its own last seq even when commits complete later', async () => {
+  it('otherwise acks with its next liveness tick: one ack for every batch committed, in place of the heartbeat', async () => {
     const { host, probe } = await connect();
     probe.send(hello);
     await probe.next('welcome');
     probe.send(events(1, 2));
     probe.send(events(3));
     await waitFor('two batches', () => host.batches.length === 2);
+    const atCommit = probe.received.length;
     host.batches[0]!.done(null);
     host.batches[1]!.done(null);
-    await waitFor('acks', () => probe.messages.filter((m) => m.type === 'ack').length === 2);
-    expect(probe.messages.filter((m) => m.type === 'ack').map((m) => (m as { seq: number }).seq)).toEqual([2, 3]);
-  });
+    await waitFor('ack', () => probe.received.length > atCommit);
+    // The tick after the commit sends the ack and nothing else (no heartbeat beside it).
+    expect(probe.received.slice(atCommit)).toEqual([{ type: 'ack', seq: 3 }]);
+    // Nothing is owed after it: the next tick is a heartbeat.
+    await waitFor('next tick', () => probe.received.length > atCommit + 1);
+    expect(probe.received[atCommit + 1]).toEqual({ type: 'heartbeat' });
+    expect(host.closes).toEqual([]);
+  }, 20_000);
+
+  it('a batch that asks for its ack takes the deferred ones along', async () => {
+    const { host, probe } = await connect();
+    probe.send(hello);
+    await probe.next('welcome');
+    probe.send(events(1, 2));
+    probe.send(events(3, { ackNow: true }));
+    await waitFor('two batches', () => host.batches.length === 2);
+    const atCommit = probe.received.length;
+    host.batches[0]!.done(null);
+    host.batches[1]!.done(null);
+    await waitFor('ack', () => probe.received.length > atCommit);
+    expect(probe.received[atCommit]).toEqual({ type: 'ack', seq: 3 });
+    await waitFor('next tick', () => probe.received.length > atCommit + 1);
+    expect(probe.received[atCommit + 1]).toEqual({ type: 'heartbeat' });
+  }, 20_000);
 
   it('expects the first event right after the ack', async () => {
     const { host, probe } = await connect({ ack: 5 });

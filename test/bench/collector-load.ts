@@ -750,7 +750,9 @@ export async function measureIngest(rounds: number, maxS: number, maxBytes: numb
         const first = client.seq + 1;
         const t = performance.now();
         const evs = Array.from({ length: MAX_EVENTS_PER_BATCH }, (_, i) => ({ ...body(events + i), seq: first + i, t }) as ProbeEvent);
-        const buf = encodeMessage({ type: 'events', events: evs, sentAt: t });
+        // Each batch asks for its ack at once (as a probe waiting on it does): the window is
+        // refilled by acks, which otherwise come with the collector's liveness tick.
+        const buf = encodeMessage({ type: 'events', events: evs, sentAt: t, ackNow: true });
         client.socket!.write(buf);
         client.seq = lastSeq = first + MAX_EVENTS_PER_BATCH - 1;
         buffers.push(buf);

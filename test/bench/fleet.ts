@@ -172,7 +172,8 @@ ${f1.closed}.
 
 How: one light probe (in this process) sends ${n0(i.eventsPerRound)} events (${n0(i.bytesPerRound / 2 ** 20, 1)} MiB; a mix of \`sockets\`, \`target.sample\`,
 \`system\` and one-line \`log.lines\`, ${n0(i.meanEventBytes)} bytes each on the wire) as fast as acks allow (an ack comes only after the
-SQLite commit), timed from the first write to the last ack; a round stops at 5 s or 7 MiB, whichever first, because the
+SQLite commit; each batch asks for its ack at once, where the fleet's clients take theirs with the collector's
+liveness tick, as probes do), timed from the first write to the last ack; a round stops at 5 s or 7 MiB, whichever first, because the
 collector's per-sandbox budget (512 KiB/s, 8 MiB burst) cuts off a probe beyond that: one session's *sustained* ingest
 is capped at 512 KiB/s by design, and this figure is what the collector itself can take. The baseline writes the very
 same frames to a plain Unix socket read and discarded by another Node process, timed to its last byte. Rounds alternate

@@ -4,7 +4,7 @@
 //
 //   {"op":"connect","paths":[...],"readyEvery":2,"deadlineMs"?}
 //                                                  → {"op":"connected","n","failed","ms","cut"}
-//       one ProbeClient per path (heartbeats as the probe's); every `readyEvery`-th one says hello with
+//       one ProbeClient per path (heartbeats and acks as the probe's); every `readyEvery`-th one says hello with
 //       a status whose target is up and bound (→ `ready`), the others with the initial status
 //       (→ `booting`). Each then sends one `sockets` totals event a second, at its own offset.
 //       A client not welcomed in time is closed and tried again (3 tries in all).
@@ -79,6 +79,7 @@ async function connectAll(paths: string[], readyEvery: number, deadlineMs: numbe
         path: paths[i]!,
         instanceId: `bench${String(i).padStart(11, '0')}`,
         heartbeatMs: HEARTBEAT_INTERVAL_MS,
+        deferAcks: true,
         onMessage: (m, client) => void answerThreadsDump(m, client),
         ...(ready ? { status: readyStatus(performance.now()) } : {}),
       });

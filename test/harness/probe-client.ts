@@ -30,6 +30,10 @@ export interface ProbeClientOptions {
   /** Send a heartbeat at the end of every heartbeatMs in which nothing else was sent, as the
    *  probe's link does (the collector closes a session silent for 5 s). */
   heartbeatMs?: number;
+  /** Let the collector ack each batch with its next liveness tick, as it does the probe's
+   *  (default: every batch asks for its ack at once, so that a test waiting for an ack waits
+   *  for the commit, not for a tick up to 2 s away). */
+  deferAcks?: boolean;
   /** Called on each message from the collector (to answer its commands, say). */
   onMessage?: (m: CollectorMessage, client: ProbeClient) => void;
 }
@@ -105,7 +109,7 @@ export class ProbeClient {
     const events = bodies.map((b, i) => ({ ...b, seq: firstSeq + i, t }) as ProbeEvent);
     this.seq = firstSeq + bodies.length - 1;
     // Stamped as the probe's link stamps a batch: a clock sample for the collector.
-    this.send({ type: 'events', events, sentAt: t });
+    this.send({ type: 'events', events, sentAt: t, ackNow: this.opts.deferAcks ? undefined : true });
     return this.seq;
   }
 

@@ -3,7 +3,11 @@
 // on the other end is untrusted: every frame is size-checked before decoding,
 // schema-validated after, and charged to the sandbox's budget (shared by all its
 // connections); anything wrong closes this session with a stable error code and touches
-// nothing else. Acks go out only after the store has committed the events.
+// nothing else. Acks go out only after the store has committed the events, and then with
+// the connection's next liveness tick (at most HEARTBEAT_INTERVAL_MS later), where one ack
+// covers every batch committed meanwhile and stands in for the tick's heartbeat: a probe
+// sending a batch a second then reads one frame every two seconds instead of one a second.
+// A batch the probe waits on (`ackNow`: its exit flush) is acked at once.
 //
 // Lifecycle: accept → hello (within HELLO_TIMEOUT_MS, in a frame of at most
 // MAX_HELLO_FRAME_BYTES) → welcome{ack} → events/gap/heartbeat … (frames up to
@@ -59,6 +63,8 @@ export class Session {
   number = 0;
   hello: Hello | null = null;
   private lastSeq = 0;
+  /** The highest committed seq not acked yet (0: none), for the next liveness tick. */
+  private owedAck = 0;
   /** Commands asked for while the hello is being accepted (the sandbox's verdict can start a
    *  dump from inside onHello): they go out right after the welcome, never before it. */
   private early: CollectorMessage[] | null = null;
@@ -77,7 +83,12 @@ export class Session {
       decode: decodeProbeMessage,
       admits: ADMITS,
       helloTimeoutMs: HELLO_TIMEOUT_MS,
-      liveness: { heartbeatMs: HEARTBEAT_INTERVAL_MS, idleTimeoutMs: IDLE_TIMEOUT_MS, heartbeat: () => ({ type: 'heartbeat' }) },
+      liveness: {
+        heartbeatMs: HEARTBEAT_INTERVAL_MS,
+        idleTimeoutMs: IDLE_TIMEOUT_MS,
+        heartbeat: () => ({ type: 'heartbeat' }),
+        owed: () => this.takeOwedAck(),
+      },
       budget,
       onMessage: (m) => this.handle(m),
       onClose: (closed) => this.closed(closed),
@@ -120,6 +131,13 @@ export class Session {
     this.host.onClose(this, reason, code);
   }
 
+  private takeOwedAck(): CollectorMessage | null {
+    if (this.owedAck === 0) return null;
+    const seq = this.owedAck;
+    this.owedAck = 0;
+    return { type: 'ack', seq };
+  }
+
   private handle(m: Admitted): void {
     switch (m.type) {
       case 'hello': {
@@ -149,12 +167,14 @@ export class Session {
         // Over the events budget: read no more for a while (or cut off: this throws).
         this.connection.throttle(this.budget.spendEvents(events.length));
         const upTo = this.lastSeq;
+        const ackNow = m.ackNow === true;
         this.host.onEvents(this, events, m.sentAt, (err) => {
           if (err) {
             this.log.error({ err }, 'store commit failed; the probe will resend');
             this.close('store commit failed', 'ERR_STORE');
           } else {
-            this.connection.send({ type: 'ack', seq: upTo });
+            this.owedAck = Math.max(this.owedAck, upTo);
+            if (ackNow) this.connection.send(this.takeOwedAck()!);
           }
         });
         return;
