@@ -129,7 +129,18 @@ async function connect(opts: { ack?: number; budget?: Partial<BudgetLimits> } = 
   const budget = new Budget(opts.budget);
   const sessions: Session[] = [];
   const clients: net.Socket[] = [];
-  const server = net.createServer((s) => sessions.push(new Session(s, host, log, budget)));
+  /** Every frame the collector's side has written, decoded as it is written: whether a call
+   *  wrote anything shows at once, before the bytes reach the probe's end. */
+  const written: CollectorMessage[] = [];
+  const server = net.createServer((s) => {
+    const decoder = new FrameDecoder((body) => written.push(decodeCollectorMessage(body)));
+    const write = s.write.bind(s) as (chunk: Uint8Array) => boolean;
+    s.write = ((chunk: Uint8Array) => {
+      decoder.push(Buffer.from(chunk));
+      return write(chunk);
+    }) as typeof s.write;
+    sessions.push(new Session(s, host, log, budget));
+  });
   cleanup.push(async () => {
     for (const c of clients) c.destroy();
     for (const s of sessions) s.close('test over', null);
@@ -147,7 +158,7 @@ async function connect(opts: { ack?: number; budget?: Partial<BudgetLimits> } = 
     return new Probe(client);
   };
   const probe = await dial();
-  return { host, probe, sessions, dial, budget };
+  return { host, probe, sessions, dial, budget, written };
 }
 
 describe('Session: hello', () => {
@@ -219,7 +230,7 @@ describe('Session: hello', () => {
 
 describe('Session: events and acks', () => {
   it('acks a batch that asks for it (ackNow) only after the host calls done(null), and at once', async () => {
-    const { host, probe } = await connect();
+    const { host, probe, written } = await connect();
     probe.send(hello);
     await probe.next('welcome');
     probe.send(events(1, 2, 3, { ackNow: true }));
@@ -228,15 +239,15 @@ describe('Session: events and acks', () => {
     await sleep(150);
     expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([]);
 
-    // At once: the ack is the first thing written after the commit, before any tick.
-    const atCommit = probe.received.length;
+    // At once: written inside done(), not on a later tick.
     host.batches[0]!.done(null);
-    await waitFor('ack', () => probe.received.length > atCommit);
-    expect(probe.received[atCommit]).toEqual({ type: 'ack', seq: 3 });
+    expect(written.at(-1)).toEqual({ type: 'ack', seq: 3 });
+    expect(await probe.next('ack')).toEqual({ type: 'ack', seq: 3 });
 
     probe.send(events(4, { ackNow: true }));
     await waitFor('second onEvents', () => host.batches.length === 2);
     host.batches[1]!.done(null);
+    expect(written.at(-1)).toEqual({ type: 'ack', seq: 4 });
     await waitFor('second ack', () => probe.messages.filter((m) => m.type === 'ack').length === 2);
     expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([
       { type: 'ack', seq: 3 },
@@ -245,39 +256,42 @@ describe('Session: events and acks', () => {
     expect(host.closes).toEqual([]);
   });
 
-  it('otherwise acks with its next liveness tick: one ack for every batch committed, in place of the heartbeat', async () => {
-    const { host, probe } = await connect();
+  it('otherwise acks with its next liveness tick, one ack for every batch committed before it', async () => {
+    const { host, probe, written } = await connect();
     probe.send(hello);
     await probe.next('welcome');
     probe.send(events(1, 2));
     probe.send(events(3));
     await waitFor('two batches', () => host.batches.length === 2);
-    const atCommit = probe.received.length;
+    const before = written.length;
     host.batches[0]!.done(null);
     host.batches[1]!.done(null);
-    await waitFor('ack', () => probe.received.length > atCommit);
-    // The tick after the commit sends the ack and nothing else (no heartbeat beside it).
-    expect(probe.received.slice(atCommit)).toEqual([{ type: 'ack', seq: 3 }]);
+    expect(written.length).toBe(before); // nothing at once
+    await waitFor('ack', () => probe.messages.some((m) => m.type === 'ack'));
+    expect(probe.messages.filter((m) => m.type === 'ack')).toEqual([{ type: 'ack', seq: 3 }]);
     // Nothing is owed after it: the next tick is a heartbeat.
-    await waitFor('next tick', () => probe.received.length > atCommit + 1);
-    expect(probe.received[atCommit + 1]).toEqual({ type: 'heartbeat' });
+    const next = probe.received.findIndex((m) => m.type === 'ack') + 1;
+    await waitFor('next tick', () => probe.received.length > next);
+    expect(probe.received[next]).toEqual({ type: 'heartbeat' });
     expect(host.closes).toEqual([]);
   }, 20_000);
 
   it('a batch that asks for its ack takes the deferred ones along', async () => {
-    const { host, probe } = await connect();
+    const { host, probe, written } = await connect();
     probe.send(hello);
     await probe.next('welcome');
     probe.send(events(1, 2));
     probe.send(events(3, { ackNow: true }));
     await waitFor('two batches', () => host.batches.length === 2);
-    const atCommit = probe.received.length;
+    const before = written.length;
     host.batches[0]!.done(null);
+    expect(written.length).toBe(before);
     host.batches[1]!.done(null);
-    await waitFor('ack', () => probe.received.length > atCommit);
-    expect(probe.received[atCommit]).toEqual({ type: 'ack', seq: 3 });
-    await waitFor('next tick', () => probe.received.length > atCommit + 1);
-    expect(probe.received[atCommit + 1]).toEqual({ type: 'heartbeat' });
+    expect(written.slice(before)).toEqual([{ type: 'ack', seq: 3 }]);
+    await waitFor('ack', () => probe.messages.some((m) => m.type === 'ack'));
+    const next = probe.received.findIndex((m) => m.type === 'ack') + 1;
+    await waitFor('next tick', () => probe.received.length > next);
+    expect(probe.received[next]).toEqual({ type: 'heartbeat' });
   }, 20_000);
 
   it('expects the first event right after the ack', async () => {
