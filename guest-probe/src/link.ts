@@ -69,8 +69,9 @@ export class Link extends EventEmitter {
   lostAtSeq: number | undefined;
   private connection: SessionConnection | null = null;
   private sentUpTo = 0;
-  /** The highest seq a waitAcked caller waits for: batches up to it ask for their ack at
-   *  once (the collector otherwise acks with its next liveness tick, up to 2 s later). */
+  /** The highest seq a waitAcked caller waits for: until it is acked, every batch sent asks
+   *  for its ack at once (the collector otherwise acks with its next liveness tick, up to 2 s
+   *  later). */
   private awaited = 0;
   private flushQueued = false;
   private waitingDrain = false;
