@@ -42,7 +42,7 @@ import { MAX_EVENTS_PER_BATCH, encodeMessage, type EventBody, type ProbeEvent } 
 import { ROOT, allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { ProbeClient } from '../harness/probe-client.js';
-import { diesWithUs } from '../harness/tether.js';
+import { spawnTethered } from '../harness/tether.js';
 import { digestProfiles, profilesIn, type ProfileDigest } from './cpu-profile.js';
 import { LeanHttpPool } from './lean-http.js';
 import { cpuMs, runDelayMs, statusFields } from './proc.js';
@@ -93,8 +93,10 @@ export function startClients(): Clients {
   const bundle = buildClients();
   // Its own fd limit: one socket per client (raised to the hard limit, 20,000 here); killed
   // with this process should it die before stop() (tether.ts).
-  const [command, ...args] = diesWithUs(['sh', '-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$1"', process.execPath, bundle]);
-  const proc = spawn(command, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc = spawnTethered(['sh', '-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$1"', process.execPath, bundle], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let errors = '';
   proc.stderr!.on('data', (d) => (errors = (errors + d).slice(-4000)));
   const queue: any[] = [];

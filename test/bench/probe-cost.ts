@@ -23,7 +23,7 @@ import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 import { buildFakeEnvd } from '../harness/fake-envd.js';
 import { FirecrackerVsock } from '../harness/firecracker.js';
 import { descendants, namespacesAvailable, probeCommand } from '../harness/sandbox.js';
-import { diesWithUs } from '../harness/tether.js';
+import { spawnTethered } from '../harness/tether.js';
 import { anonBreakdown, cpuMs, statusFields, threadCpuMs, type AnonBreakdown } from './proc.js';
 
 export const LOAD = { processes: 500, connections: 5000 } as const;
@@ -65,19 +65,11 @@ interface NsProcess {
 
 function startNamespace(script: string, onLine?: (line: string) => void): NsProcess {
   // Killed with this process should it die before stop(), with its whole namespace (tether.ts).
-  const [command, ...args] = diesWithUs([
-    'unshare',
-    '--net',
-    '--pid',
-    '--fork',
-    '--mount-proc',
-    '--kill-child=SIGKILL',
-    '--',
-    'sh',
-    script,
-  ]);
   // A guest's environment, not this process's (GUEST_ENV says why).
-  const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: GUEST_ENV });
+  const proc = spawnTethered(['unshare', '--net', '--pid', '--fork', '--mount-proc', '--kill-child=SIGKILL', '--', 'sh', script], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: GUEST_ENV,
+  });
   let output = '';
   let partial = '';
   const onData = (d: Buffer) => {

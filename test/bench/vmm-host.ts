@@ -8,12 +8,11 @@
 //   ...
 //   await vmm.stop();
 
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
 import { ROOT } from '../harness/collector.js';
 import type { VsockDevice } from '../harness/sandbox.js';
-import { diesWithUs } from '../harness/tether.js';
+import { spawnTethered } from '../harness/tether.js';
 import { REQUIRE_BANNER, bundleForNode } from './bundle.js';
 
 export interface VmmHost {
@@ -30,8 +29,7 @@ export function startVmmHost(): VmmHost {
     banner: REQUIRE_BANNER,
   });
   // Killed with this process should it die before stop() (tether.ts).
-  const [command, ...args] = diesWithUs([process.execPath, bundle]);
-  const proc = spawn(command, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc = spawnTethered([process.execPath, bundle], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
   let errors = '';
   proc.stderr!.on('data', (d) => (errors = (errors + d).slice(-4000)));
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitFor } from '../support/wait.js';
-import { diesWithUs } from './tether.js';
+import { spawnTethered } from './tether.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const COLLECTOR_BIN = path.join(ROOT, 'host-collector/dist/vsockdiag.js');
@@ -64,8 +64,7 @@ export async function startCollector(
   };
   const command = [COLLECTOR_BIN, 'collector', '--http', `127.0.0.1:${opts.port ?? 0}`, '--data', dataDir, ...(opts.args ?? [])];
   // Killed with this process should it die before stop() (tether.ts).
-  const [setpriv, ...args] = diesWithUs([process.execPath, ...(opts.nodeArgs ?? []), ...command]);
-  const proc = spawn(setpriv, args, {
+  const proc = spawnTethered([process.execPath, ...(opts.nodeArgs ?? []), ...command], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, VSOCKDIAG_LOG_LEVEL: 'debug', ...opts.env },
   });

@@ -13,7 +13,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { diesWithUs } from './tether.js';
+import { spawnTethered } from './tether.js';
 
 /** The image: Debian bookworm, minbase, with systemd (for the nspawn boot) and runit (for
  *  runsv in a namespace; it hooks nothing into systemd). */
@@ -260,26 +260,28 @@ export async function bootSystemd(o: Overlay): Promise<Guest> {
   const machine = `vd-${path.basename(path.dirname(o.root))}`;
   // nspawn runs as PID 1 of a PID namespace of ours: killing it (unshare --kill-child does,
   // when we die: tether.ts) takes the guest down too, which killing nspawn alone does not.
-  const [command, ...args] = diesWithUs([
-    'unshare',
-    '--pid',
-    '--mount',
-    '--fork',
-    '--mount-proc',
-    '--kill-child=SIGKILL',
-    '--',
-    'systemd-nspawn',
-    '--quiet',
-    '-D',
-    o.root,
-    `--machine=${machine}`,
-    '--boot',
-    '--register=no',
-    '--keep-unit',
-    '--private-network',
-    `--bind=${o.hostDir}:${GUEST_HOST_DIR}`,
-  ]);
-  const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '0' } });
+  const proc = spawnTethered(
+    [
+      'unshare',
+      '--pid',
+      '--mount',
+      '--fork',
+      '--mount-proc',
+      '--kill-child=SIGKILL',
+      '--',
+      'systemd-nspawn',
+      '--quiet',
+      '-D',
+      o.root,
+      `--machine=${machine}`,
+      '--boot',
+      '--register=no',
+      '--keep-unit',
+      '--private-network',
+      `--bind=${o.hostDir}:${GUEST_HOST_DIR}`,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '0' } },
+  );
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));
@@ -324,19 +326,9 @@ export async function runInNamespace(o: Overlay, argv: string[]): Promise<Guest>
     `exec chroot ${q(r)} ${argv.map(q).join(' ')}`,
   ].join('\n');
   // Killed with this process should it die first (tether.ts), with its whole namespace.
-  const [command, ...args] = diesWithUs([
-    'unshare',
-    '--pid',
-    '--net',
-    '--mount',
-    '--fork',
-    '--kill-child=SIGKILL',
-    '--',
-    'sh',
-    '-c',
-    setup,
-  ]);
-  const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawnTethered(['unshare', '--pid', '--net', '--mount', '--fork', '--kill-child=SIGKILL', '--', 'sh', '-c', setup], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));

@@ -12,7 +12,7 @@
 // Without root (no namespaces) it falls back to plain processes with a distinct expected
 // port per sandbox. stop() ends every process it started, by pid, and removes its files.
 
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -20,7 +20,7 @@ import { DEFAULTS } from '@vsockdiag/proto';
 import { GUEST_ENV, PROBE_BIN } from './collector.js';
 import { buildFakeEnvd } from './fake-envd.js';
 import { FirecrackerVsock, guestHostPath, guestListenPath } from './firecracker.js';
-import { diesWithUs } from './tether.js';
+import { spawnTethered } from './tether.js';
 
 let namespacesChecked: boolean | undefined;
 
@@ -223,13 +223,11 @@ export async function startSandbox(opts: SandboxOptions & { device?: DeviceFacto
   fs.writeFileSync(script, `${lines.join('\n')}\n`);
   // Killed with this process should it die before stop() (tether.ts): isolated, with its whole
   // namespace; without namespaces only the shell (or the probe it became in wrap mode).
-  const [command, ...args] = diesWithUs(
-    isolated
-      ? ['unshare', '--net', '--pid', '--fork', '--mount-proc', '--kill-child=SIGKILL', '--', 'sh', script]
-      : ['setsid', 'sh', script],
-  );
+  const argv = isolated
+    ? ['unshare', '--net', '--pid', '--fork', '--mount-proc', '--kill-child=SIGKILL', '--', 'sh', script]
+    : ['setsid', 'sh', script];
   // A guest's environment, not this process's (GUEST_ENV says why).
-  const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: GUEST_ENV });
+  const proc = spawnTethered(argv, { stdio: ['ignore', 'pipe', 'pipe'], env: GUEST_ENV });
   let output = '';
   proc.stdout!.on('data', (d) => (output += d));
   proc.stderr!.on('data', (d) => (output += d));

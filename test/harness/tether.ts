@@ -6,7 +6,15 @@
 // spawn from the main thread), and the setting survives the command's own exec. Under
 // `unshare --fork --kill-child` with a PID namespace, that one kill takes the whole namespace.
 
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+
 /** `argv` started so that it is SIGKILLed when the thread that spawns it ends. */
 export function diesWithUs(argv: readonly string[]): [string, ...string[]] {
   return ['setpriv', '--pdeathsig', 'SIGKILL', '--', ...argv];
+}
+
+/** spawn() of `argv` under diesWithUs. */
+export function spawnTethered(argv: readonly string[], options: SpawnOptions): ChildProcess {
+  const [command, ...args] = diesWithUs(argv);
+  return spawn(command, args, options);
 }
