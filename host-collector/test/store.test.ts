@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
 import {
   EVENT_OVERHEAD_BYTES,
+  GROUP_COMMIT_MS,
   KEEP_DUMPS,
   Store,
   type DumpRecord,
@@ -200,6 +201,35 @@ describe('Store.append', () => {
       [null, 'state', null, { state: 'booting' }],
       [null, 'state', null, { state: 'ready' }],
     ]);
+  });
+});
+
+describe('Store group commit', () => {
+  // Only the timers are faked; the checkpointer is kept out (its pass ends in a flush of its
+  // own, on the worker's schedule: the checkpointer's tests own that).
+  afterEach(() => void vi.useRealTimers());
+  function timedStore(): { store: Store; committed: () => number } {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const dir = tmpDir();
+    const store = open(dir);
+    store.checkpointer.written = () => undefined;
+    const db = reader(dir);
+    return { store, committed: () => (db.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n };
+  }
+  const rows = (n: number, sandboxId = 'sb1', from = 1) => Array.from({ length: n }, (_, i) => ev(sandboxId, 1, from + i));
+
+  it('after a read committed the queue, the next rows wait a whole GROUP_COMMIT_MS', () => {
+    const { store, committed } = timedStore();
+    store.append(rows(1));
+    vi.advanceTimersByTime(GROUP_COMMIT_MS / 2);
+    store.events('sb1', { limit: 10 });
+    expect(committed()).toBe(1);
+    // The first rows' timer is gone with them: it does not cut the next rows' wait short.
+    store.append(rows(1, 'sb1', 2));
+    vi.advanceTimersByTime(GROUP_COMMIT_MS - 1);
+    expect(committed()).toBe(1);
+    vi.advanceTimersByTime(1);
+    expect(committed()).toBe(2);
   });
 });
 

@@ -237,7 +237,9 @@ export type AppendDone = (err: Error | null, ids: readonly number[], stored: rea
 export class Store {
   private readonly db: Database.Database;
   private queue: Pending[] = [];
-  private flushScheduled = false;
+  /** The group commit's timer, while one is due: a flush made sooner (a read's) clears it,
+   *  so that the next commit comes a whole GROUP_COMMIT_MS after the queue starts again. */
+  private commitTimer: NodeJS.Timeout | null = null;
   private readonly stmt;
   /** One transaction inserting every queued row (made once: better-sqlite3 builds a wrapper per call). */
   private readonly commitBatch: (batch: Pending[]) => void;
@@ -919,24 +921,26 @@ export class Store {
     }
     this.queue.push({ rows, json, bytes, stored: [], ids: [], ...(done ? { done } : {}) });
     this.queuedRows += rows.length;
-    if (!this.flushScheduled && !this.failing) {
-      this.flushScheduled = true;
+    if (!this.commitTimer && !this.failing) {
       // Group commit: everything queued within a few ms goes in one transaction (one commit
       // per batch would be most of the collector's work with thousands of sessions).
-      setTimeout(() => this.groupCommit(), GROUP_COMMIT_MS);
+      this.commitTimer = setTimeout(() => this.groupCommit(), GROUP_COMMIT_MS);
     }
   }
 
   /** The group commit's timer: it waits while the checkpointer holds commits (it flushes
    *  when the hold ends). Reads flush at once in any case. */
   private groupCommit(): void {
-    if (this.checkpointer.holding) this.flushScheduled = false;
-    else this.flush();
+    this.commitTimer = null;
+    if (!this.checkpointer.holding) this.flush();
   }
 
   /** Commits everything queued now (unless writes are failing: the retry owns the queue then). */
   flush(): void {
-    this.flushScheduled = false;
+    if (this.commitTimer) {
+      clearTimeout(this.commitTimer);
+      this.commitTimer = null;
+    }
     if (!this.failing) this.commitQueue();
   }
 
