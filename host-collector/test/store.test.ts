@@ -8,6 +8,7 @@ import { MAX_EVENT_DATA_BYTES } from '../src/collector/event-size.js';
 import {
   EVENT_OVERHEAD_BYTES,
   GROUP_COMMIT_MS,
+  GROUP_COMMIT_ROWS,
   KEEP_DUMPS,
   Store,
   type DumpRecord,
@@ -217,6 +218,30 @@ describe('Store group commit', () => {
     return { store, committed: () => (db.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n };
   }
   const rows = (n: number, sandboxId = 'sb1', from = 1) => Array.from({ length: n }, (_, i) => ev(sandboxId, 1, from + i));
+
+  it('commits GROUP_COMMIT_MS after the first queued row, everything queued by then in one go', () => {
+    const { store, committed } = timedStore();
+    const done: number[] = [];
+    store.append(rows(2), () => done.push(committed()));
+    vi.advanceTimersByTime(GROUP_COMMIT_MS - 10);
+    store.append(rows(1, 'sb2'), () => done.push(committed()));
+    vi.advanceTimersByTime(9);
+    expect(committed()).toBe(0);
+    vi.advanceTimersByTime(1);
+    expect(done).toEqual([3, 3]);
+  });
+
+  it('commits at once when GROUP_COMMIT_ROWS are queued', () => {
+    const { store, committed } = timedStore();
+    store.append(rows(GROUP_COMMIT_ROWS - 1));
+    vi.advanceTimersByTime(1);
+    expect(committed()).toBe(0);
+    store.append(rows(1, 'sb2'));
+    // Not within append itself: writers hear of the commit on a later turn, as always.
+    expect(committed()).toBe(0);
+    vi.advanceTimersByTime(1);
+    expect(committed()).toBe(GROUP_COMMIT_ROWS);
+  });
 
   it('after a read committed the queue, the next rows wait a whole GROUP_COMMIT_MS', () => {
     const { store, committed } = timedStore();

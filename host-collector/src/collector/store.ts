@@ -1,7 +1,7 @@
-// Persistence: SQLite in WAL mode. Writes are queued and committed every GROUP_COMMIT_MS in
-// one transaction, however many sessions fed the queue, and each writer's
-// callback (which sends the probe its ack) runs only after that commit: an acked event
-// survives a collector crash. (synchronous=NORMAL: durable against a crash of this
+// Persistence: SQLite in WAL mode. Writes are queued and committed together in one
+// transaction, GROUP_COMMIT_MS after the first of them or once GROUP_COMMIT_ROWS wait, however
+// many sessions fed the queue, and each writer's callback (which sends the probe its ack) runs
+// only after that commit: an acked event survives a collector crash. (synchronous=NORMAL: durable against a crash of this
 // process; a host power loss may lose the last commits, but then the VMs are gone too.)
 // The WAL is copied into the database by a worker thread (checkpointer.ts), not in commits.
 //
@@ -123,8 +123,15 @@ export interface StoredDump extends Omit<DumpRecord, 'gz'> {
 /** A stored dump with its text still gzipped: read it with dumpBytes, or hand it to the dump worker. */
 export type StoredDumpBlob = StoredDump & { gz: Buffer };
 
-/** How long writes wait to be committed together (acks wait for the commit). */
-export const GROUP_COMMIT_MS = 5;
+/** How long writes wait to be committed together (acks wait for the commit; reads commit
+ *  what is queued first). A commit costs SQLite per page it writes, and a sandbox's rows
+ *  dirty a leaf of its own: committed at 5 ms, 5,000 sandboxes at 1 Hz cost 15–17 µs a row
+ *  in the commit, at 50 ms 8–11 (test/bench/FINDINGS.md). Probes take their acks with the
+ *  liveness tick (2 s) unless a batch asks for its ack at once (an exit flush). */
+export const GROUP_COMMIT_MS = 50;
+/** Rows that commit at once, not waiting for GROUP_COMMIT_MS: what one commit holds the event
+ *  loop for stays a few ms however large the fleet. */
+export const GROUP_COMMIT_ROWS = 256;
 /** The WAL file's size kept on disk between bursts. */
 const WAL_KEEP_BYTES = 16 * 2 ** 20;
 
@@ -237,9 +244,10 @@ export type AppendDone = (err: Error | null, ids: readonly number[], stored: rea
 export class Store {
   private readonly db: Database.Database;
   private queue: Pending[] = [];
-  /** The group commit's timer, while one is due: a flush made sooner (a read's) clears it,
-   *  so that the next commit comes a whole GROUP_COMMIT_MS after the queue starts again. */
-  private commitTimer: NodeJS.Timeout | null = null;
+  /** The group commit's timer, while one is due (`full`: due at once, GROUP_COMMIT_ROWS
+   *  wait). A flush made sooner (a read's) clears it: the next commit comes a whole
+   *  GROUP_COMMIT_MS after the queue starts again. */
+  private commitTimer: { handle: NodeJS.Timeout; full: boolean } | null = null;
   private readonly stmt;
   /** One transaction inserting every queued row (made once: better-sqlite3 builds a wrapper per call). */
   private readonly commitBatch: (batch: Pending[]) => void;
@@ -921,11 +929,17 @@ export class Store {
     }
     this.queue.push({ rows, json, bytes, stored: [], ids: [], ...(done ? { done } : {}) });
     this.queuedRows += rows.length;
-    if (!this.commitTimer && !this.failing) {
-      // Group commit: everything queued within a few ms goes in one transaction (one commit
-      // per batch would be most of the collector's work with thousands of sessions).
-      this.commitTimer = setTimeout(() => this.groupCommit(), GROUP_COMMIT_MS);
-    }
+    if (!this.failing) this.scheduleCommit();
+  }
+
+  /** Group commit: everything queued meanwhile goes in one transaction (one commit per batch
+   *  would be most of the collector's work with thousands of sessions). Never within append
+   *  itself: writers are told on a later turn of the event loop, as with any commit. */
+  private scheduleCommit(): void {
+    const full = this.queuedRows >= GROUP_COMMIT_ROWS;
+    if (this.commitTimer && (this.commitTimer.full || !full)) return;
+    if (this.commitTimer) clearTimeout(this.commitTimer.handle);
+    this.commitTimer = { handle: setTimeout(() => this.groupCommit(), full ? 0 : GROUP_COMMIT_MS), full };
   }
 
   /** The group commit's timer: it waits while the checkpointer holds commits (it flushes
@@ -938,7 +952,7 @@ export class Store {
   /** Commits everything queued now (unless writes are failing: the retry owns the queue then). */
   flush(): void {
     if (this.commitTimer) {
-      clearTimeout(this.commitTimer);
+      clearTimeout(this.commitTimer.handle);
       this.commitTimer = null;
     }
     if (!this.failing) this.commitQueue();
