@@ -458,7 +458,6 @@ function randomId(): string {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A watcher that does its work at most every `ms`, however fast the sampling ticks. */
 /** The uevent watcher, or null where the addon or the kernel's netlink is not there. */
 function openUevents(emit: (body: EventBody) => void, log: (level: 'info' | 'warn', message: string) => void): UeventWatcher | null {
   let addon: NativeAddon;
@@ -471,6 +470,7 @@ function openUevents(emit: (body: EventBody) => void, log: (level: 'info' | 'war
   return w.open ? w : null;
 }
 
+/** A watcher that does its work at most every `ms`, however fast the sampling ticks. */
 function everyMs(ms: number, work: () => void): { tick(): void } {
   let last = Number.NEGATIVE_INFINITY;
   return {
