@@ -49,6 +49,27 @@ export interface KmsgOptions {
   afterSeq?: number;
   maxRecordsPerPoll?: number;
   maxBytesPerPoll?: number;
+  /** One read of the device: bytes read, or null when nothing waits; throws other errors
+   *  (with their `code`). The addon's readNow where it loads: fs.readSync says EAGAIN, which
+   *  ends nearly every poll, with an exception that took ~130 µs to make with the probe's
+   *  compilers off, against ~15 µs for the addon's call. */
+  readNow?: (fd: number, buffer: Buffer) => number | null;
+}
+
+/** readNow with node:fs alone (no addon). */
+function readSyncNow(fd: number, buffer: Buffer): number | null {
+  // EAGAIN ends nearly every poll: no stack trace is captured for it.
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return fs.readSync(fd, buffer, 0, buffer.length, null);
+  } catch (err) {
+    const code = errCode(err);
+    if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EINTR') return null;
+    throw err;
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
 }
 
 export interface KmsgCounters {
@@ -287,16 +308,13 @@ export class KmsgReader {
   /** /dev/kmsg: one record per read() until EAGAIN. */
   private readDevice(): void {
     const fd = this.fd!;
+    const readNow = this.opts.readNow ?? readSyncNow;
     for (let i = 0; i < this.maxRecords; ) {
-      let n: number;
-      // EAGAIN ends nearly every poll: skip capturing a stack trace for it (3 µs instead of 5).
-      const limit = Error.stackTraceLimit;
-      Error.stackTraceLimit = 0;
+      let n: number | null;
       try {
-        n = fs.readSync(fd, this.buf, 0, this.buf.length, null);
+        n = readNow(fd, this.buf);
       } catch (err) {
         const code = errCode(err);
-        if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EINTR') return;
         if (code === 'EPIPE') {
           this.counters.overwritten++;
           i++;
@@ -311,10 +329,8 @@ export class KmsgReader {
           continue;
         }
         throw err;
-      } finally {
-        Error.stackTraceLimit = limit;
       }
-      if (n === 0) return;
+      if (n === null || n === 0) return;
       i++;
       let end = this.buf.indexOf(0x0a);
       if (end < 0 || end > n) end = n;

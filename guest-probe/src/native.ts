@@ -57,6 +57,9 @@ export interface NativeAddon {
   socketPair(): [number, number];
   /** close(fd), for fds that never reached a handle. Throws EBADF for a closed fd. */
   closeFd(fd: number): void;
+  /** One read(fd) into `buffer`: the bytes read, or null when nothing waits (EAGAIN), without
+   *  the exception fs.readSync makes of that. EINTR is retried; other errors throw. */
+  readNow(fd: number, buffer: Buffer): number | null;
   /**
    * TCP sockets in LISTEN (IPv4 and IPv6) from a netlink sock_diag dump of the calling
    * thread's network namespace, optionally only those bound to `port`. Throws an Error whose

@@ -29,7 +29,7 @@ import type { ProbeConfig } from './config.js';
 import { Link } from './link.js';
 import { socketCensus } from './diag.js';
 import { HealthChecker } from './health.js';
-import { KmsgReader } from './kmsg.js';
+import { KmsgReader, type KmsgOptions } from './kmsg.js';
 import { loadNative, type NativeAddon } from './native.js';
 import { UeventWatcher } from './uevent.js';
 import { setSettled, withDumpFlags } from './v8-flags.js';
@@ -124,7 +124,7 @@ export class Probe {
     this.health = config.healthUrl ? new HealthChecker({ url: config.healthUrl, emit }) : null;
     const census = query.source === 'sock_diag' ? (top: number) => socketCensus({ top }) : null;
     const sockets = new SocketWatcher({ procRoot: config.procRoot, emit, census, sinceBootMs: () => this.clock.sinceBootMs() });
-    const kmsg = config.kmsg ? new KmsgReader({ path: config.kmsg, emit, log }) : null;
+    const kmsg = config.kmsg ? new KmsgReader({ path: config.kmsg, emit, log, ...addonReadNow() }) : null;
     this.kmsg = kmsg;
     this.uevents = openUevents(emit, log);
     const uevents = this.uevents;
@@ -457,6 +457,16 @@ function randomId(): string {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The addon's non-throwing read for the kernel log's polls; node:fs where there is no addon. */
+function addonReadNow(): Pick<KmsgOptions, 'readNow'> {
+  try {
+    const addon = loadNative();
+    return { readNow: (fd, buffer) => addon.readNow(fd, buffer) };
+  } catch {
+    return {}; // said where the addon is needed (the notify socket, vsock)
+  }
+}
 
 /** The uevent watcher, or null where the addon or the kernel's netlink is not there. */
 function openUevents(emit: (body: EventBody) => void, log: (level: 'info' | 'warn', message: string) => void): UeventWatcher | null {

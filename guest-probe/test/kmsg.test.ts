@@ -3,11 +3,13 @@ import { accessSync, appendFileSync, chmodSync, constants, existsSync, mkdtempSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MAX_TEXT, eventSchema, type EventBody } from '@vsockdiag/proto';
+import { loadNative } from '../src/native.js';
 import { KMSG_MAX_LINE, KmsgReader, classifyKernelMessage, parseKmsgLine, type KernelEvent, type KmsgOptions } from '../src/kmsg.js';
 
 // EPIPE (the kernel overwrote records before they were read) cannot be produced with a regular
-// file; the device path counts it in `counters.overwritten` and continues. What files can show
-// is the consequence: a gap in SEQ, counted in `counters.lost` (tested below).
+// file; the device path counts it in `counters.overwritten` and continues (scripted reads on a
+// character device, below). What files can show is the consequence: a gap in SEQ, counted in
+// `counters.lost` (tested below).
 
 let root: string;
 let n = 0;
@@ -471,9 +473,36 @@ const canReadKmsg = (() => {
   }
 })();
 
-describe.skipIf(!canReadKmsg)('KmsgReader on the real /dev/kmsg (read only)', () => {
+describe('KmsgReader on a character device', () => {
+  // /dev/null is one: the reader takes the device path, and the reads are scripted.
+  it('reads records until nothing waits, counting EPIPE (records overwritten) and going on', () => {
+    const script: Array<string | 'EPIPE' | null> = ['6,10,1000,-;first', 'EPIPE', '6,12,1200,-;second', null, '6,13,1300,-;next poll'];
+    let calls = 0;
+    const readNow = (_fd: number, buf: Buffer): number | null => {
+      calls++;
+      const next = script.shift();
+      if (next === 'EPIPE') throw Object.assign(new Error('read: Broken pipe'), { code: 'EPIPE' });
+      if (next === null || next === undefined) return null;
+      return buf.write(next, 'latin1');
+    };
+    const { r, logs } = reader('/dev/null', { readNow });
+    expect(r.poll()).toBe(2);
+    expect(calls).toBe(4);
+    expect(r.counters.overwritten).toBe(1);
+    expect(r.lastSeq).toBe(12);
+    expect(logs).toEqual([expect.stringMatching(/overwritten/)]);
+    expect(r.poll()).toBe(1);
+    expect(r.lastSeq).toBe(13);
+    r.close();
+  });
+});
+
+describe.skipIf(!canReadKmsg).each([
+  ['node:fs', {}],
+  ["the addon's readNow", { readNow: (fd: number, buf: Buffer) => loadNative().readNow(fd, buf) }],
+])('KmsgReader on the real /dev/kmsg (read only), reading with %s', (_name, extra: Partial<KmsgOptions>) => {
   it('reads the kernel buffer from its start without throwing; ordinary lines emit nothing', () => {
-    const { r, events, logs } = reader('/dev/kmsg', { path: undefined });
+    const { r, events, logs } = reader('/dev/kmsg', { path: undefined, ...extra });
     expect(r.path).toBe('/dev/kmsg');
     let total = 0;
     for (let i = 0; i < 50; i++) {

@@ -230,6 +230,23 @@ describe('unixConnect / unixListen errors', () => {
     expect(() => addon.closeFd(a)).toThrow(expect.objectContaining({ code: 'EBADF' }));
   });
 
+  it('readNow reads what waits, null when nothing does, 0 once the peer is gone; throws other errors', () => {
+    const [a, b] = addon.socketPair();
+    const buf = Buffer.alloc(16);
+    expect(addon.readNow(a, buf)).toBeNull();
+    fs.writeSync(b, 'kernel');
+    expect(addon.readNow(a, buf)).toBe(6);
+    expect(buf.toString('latin1', 0, 6)).toBe('kernel');
+    expect(addon.readNow(a, buf)).toBeNull();
+    addon.closeFd(b);
+    expect(addon.readNow(a, buf)).toBe(0);
+    addon.closeFd(a);
+    expect(() => addon.readNow(a, buf)).toThrow(expect.objectContaining({ code: 'EBADF', syscall: 'read' }));
+    expect(() => addon.readNow(a, 'buf' as unknown as Buffer)).toThrow(
+      expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }),
+    );
+  });
+
   it('socketFromFd leaves a bad fd to the caller and says why', () => {
     expect(() => socketFromFd(-1)).toThrow(RangeError);
     const [a, b] = addon.socketPair();
