@@ -1,8 +1,9 @@
 // Persistence: SQLite in WAL mode. Writes are queued and committed together in one
 // transaction, GROUP_COMMIT_MS after the first of them or once GROUP_COMMIT_ROWS wait, however
 // many sessions fed the queue, and each writer's callback (which sends the probe its ack) runs
-// only after that commit: an acked event survives a collector crash. (synchronous=NORMAL: durable against a crash of this
-// process; a host power loss may lose the last commits, but then the VMs are gone too.)
+// only after that commit: an acked event survives a collector crash. (synchronous=NORMAL:
+// durable against a crash of this process; a host power loss may lose the last commits, but
+// then the VMs are gone too.)
 // The WAL is copied into the database by a worker thread (checkpointer.ts), not in commits.
 //
 // A write that fails for want of space or an I/O error (a full disk) does not fail the
