@@ -16,7 +16,7 @@
 import fs from 'node:fs';
 import type net from 'node:net';
 import { dial, parseAddress } from '@vsockdiag/proto';
-import { loadNative, type NativeAddon } from './native.js';
+import { addonOrNull, loadNative, type NativeAddon } from './native.js';
 import { socketFromFd, timeoutForPoll, vsockUsable } from './vsock/index.js';
 
 /** Connects, writes the frame `hello()` returns (called once connected), and resolves with
@@ -79,13 +79,5 @@ function writeNow(fd: number, frame: Uint8Array): number {
     return fs.writeSync(fd, frame);
   } catch {
     return 0;
-  }
-}
-
-function addonOrNull(): NativeAddon | null {
-  try {
-    return loadNative();
-  } catch {
-    return null;
   }
 }

@@ -171,3 +171,13 @@ export function loadNative(): NativeAddon {
       `Tried:\n  ${tried.join('\n  ')}`,
   );
 }
+
+/** The addon, or null where it does not load: for the parts that work without it. (What
+ *  needs it, the notify socket and vsock, says so where it is used.) */
+export function addonOrNull(): NativeAddon | null {
+  try {
+    return loadNative();
+  } catch {
+    return null;
+  }
+}

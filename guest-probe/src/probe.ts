@@ -30,7 +30,7 @@ import { Link } from './link.js';
 import { socketCensus } from './diag.js';
 import { HealthChecker } from './health.js';
 import { KmsgReader, type KmsgOptions } from './kmsg.js';
-import { loadNative, type NativeAddon } from './native.js';
+import { addonOrNull } from './native.js';
 import { UeventWatcher } from './uevent.js';
 import { setSettled, withDumpFlags } from './v8-flags.js';
 import { FileFollower } from './logs/follow-file.js';
@@ -447,35 +447,21 @@ export class Probe {
 /** 8 random bytes in hex, read by the addon (native/src/random.c; 0.04 ms, where node:fs's
  *  first open, read and close take 0.28 ms before the hello, and loading node:crypto more). */
 function randomId(): string {
-  let hex: string | null = null;
-  try {
-    hex = loadNative().randomHex(8);
-  } catch {
-    // No addon: node:crypto below.
-  }
-  return hex ?? lazy.crypto().randomBytes(8).toString('hex');
+  return addonOrNull()?.randomHex(8) ?? lazy.crypto().randomBytes(8).toString('hex');
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The addon's non-throwing read for the kernel log's polls; node:fs where there is no addon. */
 function addonReadNow(): Pick<KmsgOptions, 'readNow'> {
-  try {
-    const addon = loadNative();
-    return { readNow: (fd, buffer) => addon.readNow(fd, buffer) };
-  } catch {
-    return {}; // said where the addon is needed (the notify socket, vsock)
-  }
+  const addon = addonOrNull();
+  return addon ? { readNow: (fd, buffer) => addon.readNow(fd, buffer) } : {};
 }
 
 /** The uevent watcher, or null where the addon or the kernel's netlink is not there. */
 function openUevents(emit: (body: EventBody) => void, log: (level: 'info' | 'warn', message: string) => void): UeventWatcher | null {
-  let addon: NativeAddon;
-  try {
-    addon = loadNative();
-  } catch {
-    return null; // said where the addon is needed (the notify socket, vsock)
-  }
+  const addon = addonOrNull();
+  if (!addon) return null;
   const w = new UeventWatcher(addon, emit, log);
   return w.open ? w : null;
 }
