@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { Checkpointer } from '../src/collector/checkpointer.js';
 import { Store, type EventRecord } from '../src/collector/store.js';
 import { waitFor } from '../../test/support/wait.js';
 
@@ -95,5 +96,26 @@ describe('Checkpointer', () => {
     const db = new Database(path.join(dir, 'vsockdiag.db'), { readonly: true });
     cleanup.push(() => db.close());
     expect(db.prepare("SELECT COUNT(*) AS n FROM events WHERE sandbox_id = 'sb-0'").get()).toEqual({ n: 2 });
+  });
+
+  it('starts nothing after close(), not even for the answer of a pass that was in flight', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-ckpt-'));
+    cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const file = path.join(dir, 'x.db');
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    db.pragma('wal_autocheckpoint = 0');
+    db.exec('CREATE TABLE t (x)');
+    const insert = db.prepare('INSERT INTO t VALUES (?)');
+    for (let i = 0; i < 100; i++) insert.run(i);
+    const checkpointer = new Checkpointer(file, () => {});
+    // A pass copies the whole WAL, so its answer would ask for a hold's second pass; the
+    // worker sends that answer before it takes the close, and it arrives after close().
+    checkpointer.written();
+    checkpointer.close();
+    db.close();
+    // Long enough for a started worker to open the database (it took ~50 ms when it did).
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(fs.readdirSync(dir)).toEqual(['x.db']);
   });
 });

@@ -75,7 +75,14 @@ export class Checkpointer {
   private holdStart = 0;
   private holdTimer: NodeJS.Timeout | null = null;
   /** Set to 1 by the worker once its connection is closed: close() waits for it. */
-  private readonly closed = new Int32Array(new SharedArrayBuffer(4));
+  private readonly workerClosed = new Int32Array(new SharedArrayBuffer(4));
+  /**
+   * Set by close(): nothing starts after it. The worker answers a pass in flight before it
+   * takes the close, and that answer arrives after close() returned; acting on it (a hold's
+   * second pass) started a new worker, whose connection then wrote the WAL's files into a
+   * folder being removed (seen as ENOTEMPTY in a test's cleanup).
+   */
+  private closed = false;
   /** What the pass in flight is: the copy under writes, or the second one during a hold. */
   private pass: 'copy' | 'hold' = 'copy';
   /** How long each hold of the store's commits lasted (ms), the newest MAX_HOLDS_KEPT. */
@@ -94,7 +101,7 @@ export class Checkpointer {
 
   /** Called after a write: asks for a pass, now or when CHECKPOINT_EVERY_MS has gone by. */
   written(): void {
-    if (this.inFlight || this.timer) return;
+    if (this.closed || this.inFlight || this.timer) return;
     const wait = this.lastMs + CHECKPOINT_EVERY_MS - performance.now();
     if (wait > 0) {
       this.timer = setTimeout(() => {
@@ -135,7 +142,7 @@ export class Checkpointer {
 
   private start(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file: this.file, closed: this.closed } });
+    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file: this.file, closed: this.workerClosed } });
     // A checkpoint in flight must not keep the process alive at exit.
     w.unref();
     w.on('message', (r: CheckpointResult) => this.done(r));
@@ -149,6 +156,7 @@ export class Checkpointer {
   }
 
   private done(r: CheckpointResult): void {
+    if (this.closed) return;
     this.inFlight = false;
     this.passes++;
     this.last = r;
@@ -163,6 +171,7 @@ export class Checkpointer {
    * removes or reopens the folder after the store's close must not race it.
    */
   close(): void {
+    this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (this.holdTimer) clearTimeout(this.holdTimer);
@@ -170,7 +179,7 @@ export class Checkpointer {
     this.holding = false;
     if (this.worker) {
       this.worker.postMessage('close');
-      Atomics.wait(this.closed, 0, 0, CLOSE_WAIT_MS);
+      Atomics.wait(this.workerClosed, 0, 0, CLOSE_WAIT_MS);
     }
     this.worker = null;
   }
