@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { STATES } from '../src/catalogue.js';
+import { droppedLogRecords } from '../src/collector/logger.js';
 import { buildFleet, fakeProbes } from './support/fleet.js';
 import { inProcessCollectors } from './support/collector.js';
 
@@ -48,12 +49,22 @@ describe('/metrics', { timeout: 60_000 }, () => {
     // No per-sandbox series by default.
     expect(text).not.toMatch(/sandbox="/);
 
-    for (const name of ['events_received', 'sessions', 'protocol_errors', 'gaps', 'connections_refused', 'state_transitions', 'dumps']) {
+    for (const name of [
+      'events_received',
+      'sessions',
+      'protocol_errors',
+      'gaps',
+      'connections_refused',
+      'state_transitions',
+      'dumps',
+      'log_records_dropped',
+    ]) {
       expect(typeOf(text, `vsockdiag_${name}_total`)).toBe('counter');
     }
     // Only counters end in _total.
     for (const m of text.matchAll(/^# TYPE (\S+) (\w+)$/gm)) if (m[1]!.endsWith('_total')) expect(m[2]).toBe('counter');
     expect(series(text, 'vsockdiag_sessions_total').get('')).toBe(5);
+    expect(series(text, 'vsockdiag_log_records_dropped_total').get('')).toBe(droppedLogRecords());
 
     for (const h of ['time_to_ready', 'phase_duration', 'verdict_lag', 'dump_duration'])
       expect(typeOf(text, `vsockdiag_${h}_seconds`)).toBe('histogram');

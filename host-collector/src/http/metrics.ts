@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { CONDITIONS, STATES, type ConditionName } from '../catalogue.js';
 import type { LimitCounters } from '../collector/budget.js';
 import type { IntakeCounters } from '../collector/intake.js';
+import { droppedLogRecords } from '../collector/logger.js';
 import type { Registry } from '../collector/registry.js';
 import { Text } from './schemas.js';
 
@@ -137,6 +138,15 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry, opts: Me
     'Probe connections refused (reconnect penalty, too many before hello, over budget, or the store cannot write)',
     'refused',
   );
+  new client.Counter({
+    name: 'vsockdiag_log_records_dropped_total',
+    help: "Log records dropped because stderr's reader fell behind (the main thread's log)",
+    registers: [reg],
+    collect() {
+      this.reset();
+      this.inc(droppedLogRecords());
+    },
+  });
 
   // What each sandbox's budget did to its guest (budget.ts), by reason: the fleet's counts
   // (with what unregistered sandboxes had counted, so they never go down), and one series
