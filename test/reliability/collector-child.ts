@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Collector, type CollectorOptions } from '../../host-collector/src/collector/collector.js';
-import { createLogger } from '../../host-collector/src/collector/logger.js';
+import { LOG_LEVELS, type LogLevel, createLogger } from '../../host-collector/src/collector/logger.js';
 
 const MAX_LIFETIME_MS = 40 * 60_000;
 
@@ -17,7 +17,9 @@ const dashboardDir = path.join(given.dataDir, 'ui');
 fs.mkdirSync(dashboardDir, { recursive: true });
 // JSON lines on stderr at VSOCKDIAG_LOG_LEVEL (the parent sets error: it counts them, as an
 // exception handling a frame is a finding).
-const log = createLogger();
+const level = process.env.VSOCKDIAG_LOG_LEVEL ?? 'info';
+if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new Error(`VSOCKDIAG_LOG_LEVEL=${level}: not a level`);
+const log = createLogger(level as LogLevel);
 const collector = new Collector(
   {
     http: '127.0.0.1:0',
@@ -44,5 +46,13 @@ setTimeout(() => void stop(3), MAX_LIFETIME_MS).unref();
 process.on('SIGTERM', () => void stop(0));
 process.stdin.on('end', () => void stop(0));
 process.stdin.resume();
+// What the collector holds, for the fuzzer (live-collector.ts, heldKb): on SIGUSR2 a full
+// collection (the parent starts this process with --expose-gc), then the V8 heap in use as a
+// JSON line. RSS alone moves with when V8 gets round to collecting, not with what is kept.
+process.on('SIGUSR2', () => {
+  globalThis.gc?.();
+  const heldKb = globalThis.gc ? Math.round(process.memoryUsage().heapUsed / 1024) : null;
+  process.stdout.write(`${JSON.stringify({ heldKb })}\n`);
+});
 const url = await collector.start();
 process.stdout.write(`${JSON.stringify({ url })}\n`);

@@ -18,6 +18,9 @@ export interface LiveCollector {
   dataDir: string;
   /** Resident set size now (KiB), from /proc; null once it is gone. */
   rssKb(): number | null;
+  /** The V8 heap in use just after a full collection (KiB): what the collector holds. Null
+   *  once it is gone or when it did not answer within 30 s. */
+  heldKb(): Promise<number | null>;
   /** Lines it logged at error level or above (pino JSON). */
   errors(): string[];
   /** Whether it is still running. */
@@ -46,7 +49,7 @@ function childBundle(): string {
 export async function startLiveCollector(opts: Partial<CollectorOptions> = {}): Promise<LiveCollector> {
   const file = childBundle();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-rel-'));
-  const proc = spawn(process.execPath, [file, JSON.stringify({ ...opts, dataDir })], {
+  const proc = spawn(process.execPath, ['--expose-gc', file, JSON.stringify({ ...opts, dataDir })], {
     cwd: ROOT,
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, VSOCKDIAG_LOG_LEVEL: 'error' },
@@ -72,13 +75,17 @@ export async function startLiveCollector(opts: Partial<CollectorOptions> = {}): 
     }
     fs.rmSync(dataDir, { recursive: true, force: true });
   };
+  // Its stdout: the url once listening, then one line per heldKb() asked for, in order.
+  const answers: Array<(line: string) => void> = [];
+  const stdout = readline.createInterface({ input: proc.stdout! });
   let url: string;
   try {
     url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the collector did not start in 30 s: ${errors.join('\n')}`)), 30_000);
-      readline.createInterface({ input: proc.stdout! }).once('line', (l) => {
+      stdout.once('line', (l) => {
         clearTimeout(timer);
         resolve((JSON.parse(l) as { url: string }).url);
+        stdout.on('line', (line) => answers.shift()?.(line));
       });
       proc.once('exit', (code) => {
         clearTimeout(timer);
@@ -110,6 +117,16 @@ export async function startLiveCollector(opts: Partial<CollectorOptions> = {}): 
         return null;
       }
     },
+    heldKb: () =>
+      new Promise<number | null>((resolve) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve(null);
+        const timer = setTimeout(() => resolve(null), 30_000);
+        answers.push((line) => {
+          clearTimeout(timer);
+          resolve((JSON.parse(line) as { heldKb: number | null }).heldKb);
+        });
+        proc.kill('SIGUSR2');
+      }),
     errors: () => errors,
     alive: () => proc.exitCode === null && proc.signalCode === null,
     api,
