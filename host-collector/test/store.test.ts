@@ -10,6 +10,8 @@ import {
   GROUP_COMMIT_MS,
   GROUP_COMMIT_ROWS,
   KEEP_DUMPS,
+  KEEP_GENERATIONS,
+  KEEP_SESSIONS,
   Store,
   type DumpRecord,
   type EventRecord,
@@ -438,6 +440,41 @@ describe('Store sessions and sandboxes', () => {
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ generation: 1, instanceId: 'instance-aaaa', probeGeneration: 1, closeReason: 'first' });
     expect(rows[0]!.closedMs).toEqual(expect.any(Number));
+  });
+
+  it('keeps the newest KEEP_SESSIONS sessions and KEEP_GENERATIONS generations of a guest that reconnects without end', async () => {
+    const store = open(tmpDir());
+    store.saveSandbox({ id: 'sb1', udsPath: '/run/fc/sb1.sock', source: 'api', generation: 0, createdMs: 1 });
+    const total = KEEP_SESSIONS + 200;
+    // Every connection a new boot (a new life), each with one event: the probe's seqs rise.
+    for (let n = 1; n <= total; n++) {
+      const g = {
+        generation: n,
+        cause: 'boot' as const,
+        detail: `boot ${n}`,
+        openedMs: n,
+        instanceId: `i${n}`,
+        fromSeq: 0,
+        afterGuestMs: null,
+      };
+      store.openSession(session({ session: n, generation: n, instanceId: `i${n}`, bootId: `b${n}` }), g);
+      store.append([ev('sb1', n, 1, 'phase', {}, n)]);
+      store.closeSession('sb1', n, 'probe went away');
+    }
+    const rows = store.sessions('sb1') as Array<{ session: number }>;
+    expect(rows.map((r) => r.session)).toEqual(Array.from({ length: KEEP_SESSIONS }, (_, i) => total - KEEP_SESSIONS + 1 + i));
+    const db = (store as unknown as { db: Database.Database }).db;
+    expect(db.prepare("SELECT MIN(generation) AS lo, COUNT(*) AS n FROM generations WHERE sandbox_id = 'sb1'").get()).toEqual({
+      lo: total - KEEP_GENERATIONS + 1,
+      n: KEEP_GENERATIONS,
+    });
+    // What reads it is as before: the newest session and lives, and the floor of a kept session.
+    const life = store.lifeState('sb1');
+    expect([life.generation, life.session, life.generations.length]).toEqual([total, total, KEEP_GENERATIONS]);
+    expect(life.last).toMatchObject({ instanceId: `i${total}`, bootId: `b${total}` });
+    expect(store.ackFloor('sb1', `i${total}`, 2)).toBe(1);
+    // The events are the retention's to bound, not this.
+    expect(store.events('sb1', { limit: 10_000 }).events).toHaveLength(total);
   });
 
   it('upserts a sandbox (moving its path keeps its generation)', () => {

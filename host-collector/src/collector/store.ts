@@ -75,6 +75,13 @@ export interface LifeState {
  *  arriving now are filed under the oldest kept. */
 export const KEEP_GENERATIONS = 16;
 
+/** Session rows kept per sandbox, the newest. Every hello opens one, so a guest that connects
+ *  again and again (up to its frame budget's 500 a second, each a clean hello) grew the store
+ *  without end; its generation rows likewise, and only the newest KEEP_GENERATIONS of those
+ *  are ever read. Of the sessions, the reads need the newest (lifeState) and a probe's
+ *  earlier ones (ackFloor), whose highest seqs rise with the session: the oldest go first. */
+export const KEEP_SESSIONS = 1000;
+
 export interface EventRecord {
   sandboxId: string;
   /** The life of the VM the event belongs to (for a probe event: the one it was made in). */
@@ -384,6 +391,8 @@ export class Store {
       deleteSandbox: this.db.prepare('DELETE FROM sandboxes WHERE id = ?'),
       deleteSessions: this.db.prepare('DELETE FROM sessions WHERE sandbox_id = ?'),
       deleteGenerations: this.db.prepare('DELETE FROM generations WHERE sandbox_id = ?'),
+      pruneSessions: this.db.prepare('DELETE FROM sessions WHERE sandbox_id = ? AND session <= ?'),
+      pruneGenerations: this.db.prepare('DELETE FROM generations WHERE sandbox_id = ? AND generation <= ?'),
       deleteEvents: this.db.prepare('DELETE FROM events WHERE sandbox_id = ?'),
       deleteDumps: this.db.prepare('DELETE FROM dumps WHERE sandbox_id = ?'),
       deleteUsage: this.db.prepare('DELETE FROM event_usage WHERE sandbox_id = ?'),
@@ -809,8 +818,9 @@ export class Store {
     if (this.failing) throw this.failing;
     try {
       this.db.transaction(() => {
-        if (opens) this.stmt.insertGeneration.run(generationRow(s.sandboxId, opens));
+        if (opens) this.insertGeneration(s.sandboxId, opens);
         this.stmt.openSession.run(s);
+        this.stmt.pruneSessions.run(s.sandboxId, s.session - KEEP_SESSIONS);
         this.stmt.setSession.run(s.session, s.generation, s.sandboxId);
       })();
       this.sessionSeqs(s.sandboxId).set(s.session, 0);
@@ -820,6 +830,12 @@ export class Store {
     }
   }
 
+  /** A generation's row, and the oldest beyond KEEP_GENERATIONS gone (inside the caller's transaction). */
+  private insertGeneration(sandboxId: string, g: GenerationRecord): void {
+    this.stmt.insertGeneration.run(generationRow(sandboxId, g));
+    this.stmt.pruneGenerations.run(sandboxId, g.generation - KEEP_GENERATIONS);
+  }
+
   /** A generation that begins inside a session (a vmgenid event), or where one begins moved. */
   saveGeneration(sandboxId: string, g: GenerationRecord): void {
     // Queued events before the cut are committed first, under the generation they had.
@@ -827,7 +843,7 @@ export class Store {
     if (this.failing) throw this.failing;
     try {
       this.db.transaction(() => {
-        this.stmt.insertGeneration.run(generationRow(sandboxId, g));
+        this.insertGeneration(sandboxId, g);
         this.stmt.setGeneration.run(g.generation, sandboxId);
       })();
     } catch (err) {
