@@ -64,7 +64,9 @@ describe('/metrics', { timeout: 60_000 }, () => {
     // Only counters end in _total.
     for (const m of text.matchAll(/^# TYPE (\S+) (\w+)$/gm)) if (m[1]!.endsWith('_total')) expect(m[2]).toBe('counter');
     expect(series(text, 'vsockdiag_sessions_total').get('')).toBe(5);
-    expect(series(text, 'vsockdiag_log_records_dropped_total').get('')).toBe(droppedLogRecords());
+    const drops = series(text, 'vsockdiag_log_records_dropped_total');
+    expect(drops.get('{reason="reader_behind"}')).toBe(droppedLogRecords().reader_behind);
+    expect(drops.get('{reason="sandbox_budget"}')).toBe(droppedLogRecords().sandbox_budget);
 
     for (const h of ['time_to_ready', 'phase_duration', 'verdict_lag', 'dump_duration'])
       expect(typeOf(text, `vsockdiag_${h}_seconds`)).toBe('histogram');

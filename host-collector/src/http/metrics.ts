@@ -140,11 +140,12 @@ export function metricsRoutes(app: FastifyInstance, registry: Registry, opts: Me
   );
   new client.Counter({
     name: 'vsockdiag_log_records_dropped_total',
-    help: "Log records dropped because stderr's reader fell behind (the main thread's log)",
+    help: "Log records the main thread dropped, by reason: stderr's reader fell behind, or a sandbox was over its log budget",
+    labelNames: ['reason'],
     registers: [reg],
     collect() {
       this.reset();
-      this.inc(droppedLogRecords());
+      for (const [reason, n] of Object.entries(droppedLogRecords())) this.inc({ reason }, n);
     },
   });
 
