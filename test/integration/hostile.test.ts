@@ -12,6 +12,7 @@ import path from 'node:path';
 import { DUMP_CHUNK_BYTES, MAX_HELLO_FRAME_BYTES, MAX_NESTING_DEPTH, encodeMessage, frame } from '@vsockdiag/proto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PENDING } from '../../host-collector/src/collector/intake.js';
+import { GUEST_LOG_BURST, GUEST_LOG_PER_SEC } from '../../host-collector/src/collector/logger.js';
 import { HELLO_TIMEOUT_MS } from '../../host-collector/src/collector/session.js';
 import { allEvents, startCollector, type CollectorProcess } from '../harness/collector.js';
 import { ProbeClient } from '../harness/probe-client.js';
@@ -299,4 +300,46 @@ describe('a hostile guest', () => {
     });
     expect((await detail('penalty')).counters.sessions).toBe(4);
   });
+
+  it('reconnecting in a loop: what it makes the collector log is cut to its budget and counted', async () => {
+    const sock = await sandbox('loop');
+    const budgetDrops = async () => {
+      const text = (await (await fetch(`${collector.url}/metrics`)).text()) as string;
+      const n = /^vsockdiag_log_records_dropped_total\{reason="sandbox_budget"\} (\d+)$/m.exec(text)?.[1];
+      if (n === undefined) throw new Error('/metrics has no vsockdiag_log_records_dropped_total{reason="sandbox_budget"}');
+      return Number(n);
+    };
+    const before = await budgetDrops();
+    // Each clean connection is several records (connected, state changes, disconnected): go on
+    // until the budget has cut some, however slowly a busy machine lets this loop run.
+    let connections = 0;
+    const t0 = performance.now();
+    while ((await budgetDrops()) === before) {
+      const p = new ProbeClient({ path: sock, heartbeatMs: 1000 });
+      cleanup.push(() => p.close());
+      await p.connect();
+      p.close();
+      await p.closed;
+      if (++connections > 2000) throw new Error('2,000 connections and no record cut');
+    }
+    // A token comes back every 100 ms; the next record written counts what was cut.
+    await new Promise((r) => setTimeout(r, 300));
+    const last = new ProbeClient({ path: sock, heartbeatMs: 1000 });
+    cleanup.push(() => last.close());
+    await last.connect();
+    const records = () =>
+      collector
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes('"sandbox":"loop"'))
+        .map((l) => JSON.parse(l) as { suppressed?: number });
+    await waitFor('a record that says how many were cut', () => records().some((r) => (r.suppressed ?? 0) > 0));
+    // Written: the burst, what the budget refilled meanwhile, and nothing more.
+    const refilled = Math.ceil(((performance.now() - t0) * GUEST_LOG_PER_SEC) / 1000);
+    expect(records().length).toBeGreaterThanOrEqual(GUEST_LOG_BURST);
+    expect(records().length).toBeLessThanOrEqual(GUEST_LOG_BURST + refilled);
+    // Every connection still counted, and the collector still serves the others.
+    expect((await detail('loop')).counters.sessions).toBe(connections + 1);
+    await goodStillWorks();
+  }, 120_000);
 });
