@@ -12,6 +12,7 @@ import {
   GUEST_LOG_PER_SEC,
   GuestLogBudget,
   LOG_BUFFER_MAX_BYTES,
+  type Logger,
   createLogger,
   droppedLogRecords,
 } from '../src/collector/logger.js';
@@ -52,12 +53,18 @@ function drain(fd: number): string {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** A logger of the collector's kind writing into a pipe the test reads when it likes. */
+function logToPipe(): { log: Logger; read: number } {
+  const { read, write } = pipe();
+  const log = createLogger('info', write);
+  const dest = (log as unknown as Record<symbol, { destroy(): void }>)[pino.symbols.streamSym]!;
+  cleanup.push(() => dest.destroy());
+  return { log, read };
+}
+
 describe('createLogger', () => {
   it('drops whole records past LOG_BUFFER_MAX_BYTES while its reader is behind, and says how many', async () => {
-    const { read, write } = pipe();
-    const log = createLogger('info', write);
-    const dest = (log as unknown as Record<symbol, { destroy(): void }>)[pino.symbols.streamSym]!;
-    cleanup.push(() => dest.destroy());
+    const { log, read } = logToPipe();
     const before = droppedLogRecords().reader_behind;
     // Four times the bound, in ~1 KiB records, with nothing read meanwhile (a pipe holds 64 KiB).
     const records = Math.ceil((4 * LOG_BUFFER_MAX_BYTES) / 1024);
@@ -88,10 +95,7 @@ describe('createLogger', () => {
   }, 60_000);
 
   it("writes a burst of a sandbox's records, then counts the rest and says how many on the next it writes", async () => {
-    const { read, write } = pipe();
-    const log = createLogger('info', write);
-    const dest = (log as unknown as Record<symbol, { destroy(): void }>)[pino.symbols.streamSym]!;
-    cleanup.push(() => dest.destroy());
+    const { log, read } = logToPipe();
     const before = droppedLogRecords().sandbox_budget;
     const flood = GUEST_LOG_BURST * 3;
     const session = log.child({ sandbox: 'a' });
