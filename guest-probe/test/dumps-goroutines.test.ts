@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
-import { childReaper, waitForOutput } from '../../test/support/children.js';
+import { childReaper, waitForOutput, waitUntilAsleep } from '../../test/support/children.js';
 import { SigquitCapture, dumpChunks, pprofDump, takeDump } from '../src/dumps/index.js';
 import { dumpContext } from './support/dump-context.js';
 
@@ -241,6 +241,7 @@ async function hungFakeEnvd(): Promise<ChildProcess> {
   });
   children.track(child);
   await waitForOutput(child, 'stderr', 'creating cgroup manager');
+  await waitUntilAsleep(child.pid!);
   return child;
 }
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
 import { fakeProcTree, statLine } from '../../test/support/fake-proc.js';
-import { childReaper, waitForOutput } from '../../test/support/children.js';
+import { childReaper, waitForOutput, waitUntilAsleep } from '../../test/support/children.js';
 import { NoSuchProcessError, TARGET_EXITED_LINE, archName, formatSyscall, threadsDump, waitForExit } from '../src/dumps/index.js';
 
 let root: string;
@@ -200,7 +200,7 @@ describe('threadsDump on real processes', () => {
     });
     children.track(child);
     await waitForOutput(child, 'stderr', 'creating cgroup manager');
-    await new Promise((r) => setTimeout(r, 200)); // let every thread settle into its wait
+    await waitUntilAsleep(child.pid!);
     const d = threadsDump(child.pid!);
     expect(d.complete).toBe(true);
     expect(d.text.split('\n')[0]).toBe(`threads of pid ${child.pid} (fake-envd) arch=${archName()}`);

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { childReaper } from '../../test/support/children.js';
+import { childReaper, waitUntilAsleep } from '../../test/support/children.js';
 import { waitFor } from '../../test/support/wait.js';
 import { SigquitCapture, takeDump, waitForExit } from '../src/dumps/index.js';
 import {
@@ -53,6 +53,7 @@ async function hungEnvd(exe = envdBinary, idle = 0): Promise<ChildProcess> {
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
   await waitFor('the fake envd to hang', () => err.includes('creating cgroup manager'), { timeoutMs: 30_000 });
+  await waitUntilAsleep(child.pid!);
   if (idle > 0)
     await waitFor(`${idle} goroutines`, async () => (await readGoroutines(child.pid!)).goroutines >= idle, { timeoutMs: 30_000 });
   return child;

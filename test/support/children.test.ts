@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { childReaper, waitForOutput } from './children.js';
+import { childReaper, waitForOutput, waitUntilAsleep } from './children.js';
 
 const sleeper = () => spawn('sleep', ['60'], { stdio: 'ignore' });
 
@@ -57,5 +57,16 @@ describe('waitForOutput', () => {
     await expect(waitForOutput(c, 'stdout', 'ready', 50)).rejects.toThrow(/not a pipe/);
     const piped = reaper.track(spawn('sleep', ['60'], { stdio: ['ignore', 'pipe', 'ignore'] }));
     await expect(waitForOutput(piped, 'stdout', 'ready', 50)).rejects.toThrow(/^no "ready" on stdout within 50 ms/);
+  });
+});
+
+describe('waitUntilAsleep', () => {
+  const reaper = childReaper();
+
+  it('resolves for a process whose threads all sleep, and fails for one that keeps a CPU busy', async () => {
+    const idle = reaper.track(spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' }));
+    await waitUntilAsleep(idle.pid!);
+    const busy = reaper.track(spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+    await expect(waitUntilAsleep(busy.pid!, 500)).rejects.toThrow(/threads not all asleep within 500 ms \(.*R/);
   });
 });

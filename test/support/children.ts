@@ -3,6 +3,7 @@
 // waits on a hung child would hang the run.
 
 import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import { afterAll, afterEach } from 'vitest';
 
 export interface ChildReaper {
@@ -71,4 +72,28 @@ export function waitForOutput(child: ChildProcess, stream: 'stdout' | 'stderr', 
     out.on('data', onData);
     child.once('close', onClose);
   });
+}
+
+/**
+ * Resolves once every thread of `pid` has been asleep (state S) at three looks 20 ms apart:
+ * a program that prints where it is and then blocks has blocked. Seeing the line is not
+ * enough: the reader has it before the writer's write(2) returns, and a SIGQUIT then catches
+ * the fake envd in its announcement, short of the lock it hangs on (a failed CI run did).
+ * A thread between the write and the block is running or waiting for a CPU (R), never asleep.
+ */
+export async function waitUntilAsleep(pid: number, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const state = (tid: string) => {
+    const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    return stat.charAt(stat.lastIndexOf(')') + 2);
+  };
+  let looks = 0;
+  let last = '';
+  while (looks < 3) {
+    if (Date.now() > deadline) throw new Error(`pid ${pid}'s threads not all asleep within ${timeoutMs} ms (${last})`);
+    const states = fs.readdirSync(`/proc/${pid}/task`).map(state);
+    last = states.join('');
+    looks = states.every((s) => s === 'S') ? looks + 1 : 0;
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
