@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { childReaper } from '../support/children.js';
+import { childReaper, waitUntilAsleep } from '../support/children.js';
 import { waitFor } from '../support/wait.js';
 import { buildFakeEnvd, FAKE_ENVD_PHASES } from '../harness/fake-envd';
 
@@ -314,7 +314,7 @@ describe('fake-envd', () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'cgroup-manager']);
     await waitFor('cgroup-manager phase line', () => fe.stderr().includes('envd startup: creating cgroup manager'));
-    await sleep(100);
+    await waitUntilAsleep(fe.child.pid!);
     process.kill(fe.child.pid!, 'SIGQUIT');
     const { code } = await fe.exit;
     expect(code).toBe(2);
@@ -329,7 +329,7 @@ describe('fake-envd', () => {
     const port = await freePort();
     const fe = startFakeEnvd(['-addr', '127.0.0.1', '-port', String(port), '-hang-in', 'logger']);
     await waitFor('logger phase line', () => fe.stderr().includes('envd startup: creating logger'));
-    await sleep(100);
+    await waitUntilAsleep(fe.child.pid!);
     process.kill(fe.child.pid!, 'SIGQUIT');
     expect((await fe.exit).code).toBe(2);
     // (main.(*startup).maybeHang may appear in between: it is inlined.)

@@ -95,7 +95,21 @@ async function hungEnvd(extra: string[] = [], exe = binary) {
     exe,
   );
   await waitFor('the hang', () => envd.stderr().includes('creating cgroup manager'), { timeoutMs: 30_000 });
+  // The line is read before its write(2) returns: wait until goroutine 1 is parked in the lock
+  // (the MMDS pollers keep threads waking, so no look at thread states would do).
+  await waitFor('goroutine 1 parked at the lock', async () => parkedAtTheLock(goroutinesText(await readGoroutines(envd.child.pid!))), {
+    timeoutMs: 30_000,
+  });
   return envd;
+}
+
+/** Goroutine 1 waits (not running, runnable or in a syscall) with acquireRoot on its stack. */
+function parkedAtTheLock(text: string): boolean {
+  const at = text.search(/^goroutine 1 \[/m);
+  if (at < 0) return false;
+  const end = text.indexOf('\n\n', at);
+  const block = text.slice(at, end < 0 ? undefined : end);
+  return !/^goroutine 1 \[(running|runnable|syscall)/.test(block) && block.includes('main.(*cgroupManager).acquireRoot');
 }
 
 /** The live dump names the hang frame (main blocked in acquireRoot) and the storm's creator. */
