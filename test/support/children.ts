@@ -83,9 +83,14 @@ export function waitForOutput(child: ChildProcess, stream: 'stdout' | 'stderr', 
  */
 export async function waitUntilAsleep(pid: number, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  // A thread gone between the listing and its read counts as not yet settled: look again.
   const state = (tid: string) => {
-    const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    return stat.charAt(stat.lastIndexOf(')') + 2);
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      return stat.charAt(stat.lastIndexOf(')') + 2);
+    } catch {
+      return '-';
+    }
   };
   let looks = 0;
   let last = '';
