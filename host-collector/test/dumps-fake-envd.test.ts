@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { buildFakeEnvd } from '../../test/harness/fake-envd.js';
-import { childReaper } from '../../test/support/children.js';
+import { childReaper, waitUntilAsleep } from '../../test/support/children.js';
 import { detectDumpKind } from '../src/dumps/detect.js';
 import { parseGoroutines } from '../src/dumps/goroutines.js';
 import { groupByCreator, summarizeCreators } from '../src/dumps/creators.js';
@@ -27,10 +27,15 @@ async function closedPort(): Promise<number> {
 }
 
 /**
- * Starts the fake envd with `args`, waits until stderr shows every string in `ready`,
- * lets it settle for `settleMs`, sends SIGQUIT and returns stderr and the exit status.
+ * Starts the fake envd with `args`, waits until stderr shows every string in `ready` and then
+ * for `settled` (the line is read before its write returns: the hang comes after), sends
+ * SIGQUIT and returns stderr and the exit status.
  */
-async function sigquitDump(args: string[], ready: string[], settleMs: number): Promise<{ stderr: string; code: number | null }> {
+async function sigquitDump(
+  args: string[],
+  ready: string[],
+  settled: (pid: number) => Promise<void>,
+): Promise<{ stderr: string; code: number | null }> {
   const bin = await buildFakeEnvd();
   const child = spawn(bin, args, {
     env: { ...process.env, GOTRACEBACK: 'all' },
@@ -51,7 +56,7 @@ async function sigquitDump(args: string[], ready: string[], settleMs: number): P
     });
     void exited.then(() => reject(new Error(`fake envd exited early; stderr:\n${stderr}`)));
   });
-  await new Promise((r) => setTimeout(r, settleMs));
+  await settled(child.pid!);
   process.kill(child.pid!, 'SIGQUIT');
   const [code] = await exited;
   // Drain what is left of stderr.
@@ -64,7 +69,7 @@ describe.skipIf(!haveGo)('SIGQUIT dumps of the live fake envd', () => {
     const { stderr, code } = await sigquitDump(
       ['-addr', '127.0.0.1', '-port', '0', '-hang-in', 'cgroup-manager', '-no-notify'],
       ['envd startup: creating cgroup manager'],
-      300,
+      (pid) => waitUntilAsleep(pid),
     );
     expect(code).toBe(2);
     expect(detectDumpKind(stderr)).toBe('goroutines');
@@ -100,7 +105,8 @@ describe.skipIf(!haveGo)('SIGQUIT dumps of the live fake envd', () => {
         '200',
       ],
       ['starting 200 pollers', 'envd startup: creating cgroup manager'],
-      300,
+      // The pollers keep threads waking: a while, not a look at thread states.
+      () => new Promise((r) => setTimeout(r, 300)),
     );
     expect(code).toBe(2);
     const dump = parseGoroutines(stderr);
