@@ -105,11 +105,12 @@ async function hungEnvd(extra: string[] = [], exe = binary) {
 
 /** Goroutine 1 waits (not running, runnable or in a syscall) with acquireRoot on its stack. */
 function parkedAtTheLock(text: string): boolean {
-  const at = text.search(/^goroutine 1 \[/m);
-  if (at < 0) return false;
-  const end = text.indexOf('\n\n', at);
-  const block = text.slice(at, end < 0 ? undefined : end);
-  return !/^goroutine 1 \[(running|runnable|syscall)/.test(block) && block.includes('main.(*cgroupManager).acquireRoot');
+  const main = parseGoroutines(text).goroutines.find((g) => g.id === 1);
+  return (
+    main !== undefined &&
+    !/^(running|runnable|syscall)/.test(main.state) &&
+    main.frames.some((f) => f.func === 'main.(*cgroupManager).acquireRoot')
+  );
 }
 
 /** The live dump names the hang frame (main blocked in acquireRoot) and the storm's creator. */

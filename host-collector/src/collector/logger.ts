@@ -29,9 +29,9 @@ export function droppedLogRecords(): Readonly<typeof dropped> {
  * and each new life is a record, and a guest may connect some 250 times a second within its
  * frame budget (a connection and its hello are a frame each, 500 a second): unchecked, one
  * guest could write a thousand records a second into the host's journal, whose own rate
- * limit then drops every other sandbox's records with them. Past its budget a sandbox's records are
- * counted, not written; the next one written says how many (`suppressed`). Records at error
- * and fatal always go: those are the collector's own faults.
+ * limit then drops every other sandbox's records with them. Past its budget a sandbox's
+ * records are counted, not written; the next one written says how many (`suppressed`).
+ * Records at error and fatal always go: those are the collector's own faults.
  */
 export const GUEST_LOG_BURST = 100;
 export const GUEST_LOG_PER_SEC = 10;
