@@ -186,12 +186,26 @@ describe('Budget: throttle, then cut off', () => {
 
 describe('Budget: accept and the reconnect penalty', () => {
   it('refuses past the pending limit and over the frame bucket, and says why', () => {
-    const b = new Budget({ framesPerSec: 1, burstFrames: 2 }, 0);
+    const b = new Budget({ framesPerSec: 1, burstFrames: 2, framesPerConnection: 1 }, 0);
     expect(b.refuse(2, 2, 0)).toBe('pending');
     expect(b.refuse(0, 2, 0)).toBeNull();
     expect(b.refuse(0, 2, 0)).toBeNull();
     expect(b.refuse(0, 2, 0)).toBe('frames');
     expect(b.counters.refused).toMatchObject({ pending: 1, frames: 1 });
+  });
+
+  it('charges a connection framesPerConnection: a burst of 100, then 10 a second by default', () => {
+    const b = new Budget({}, 0);
+    let taken = 0;
+    while (b.refuse(0, 2, 0) === null) taken++;
+    expect(taken).toBe(DEFAULT_BUDGET.burstFrames / DEFAULT_BUDGET.framesPerConnection);
+    // Dialling every 10 ms for 10 s: at most 10 a second get in (at a frame each, 5,000 would).
+    let looped = 0;
+    for (let t = 10; t <= 10_000; t += 10) if (b.refuse(0, 2, t) === null) looped++;
+    expect(looped).toBeLessThanOrEqual(100);
+    // A probe restarting once a second (its unit's RestartSec=1) is never refused.
+    const steady = new Budget({}, 0);
+    for (let s = 0; s < 600; s++) expect(steady.refuse(0, 2, s * 1000)).toBeNull();
   });
 
   it('doubles the penalty with each offence up to penaltyMaxMs, and forgets after forgiveAfterMs', () => {

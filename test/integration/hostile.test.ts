@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DUMP_CHUNK_BYTES, MAX_HELLO_FRAME_BYTES, MAX_NESTING_DEPTH, encodeMessage, frame } from '@vsockdiag/proto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_BUDGET } from '../../host-collector/src/collector/budget.js';
 import { MAX_PENDING } from '../../host-collector/src/collector/intake.js';
 import { GUEST_LOG_BURST, GUEST_LOG_PER_SEC } from '../../host-collector/src/collector/logger.js';
 import { HELLO_TIMEOUT_MS } from '../../host-collector/src/collector/session.js';
@@ -300,6 +301,34 @@ describe('a hostile guest', () => {
     });
     expect((await detail('penalty')).counters.sessions).toBe(4);
   });
+
+  it('dialling in a loop: 100 sessions at once, then at most 10 a second, the rest refused at accept', async () => {
+    const sock = await sandbox('dialler');
+    const { burstFrames, framesPerConnection, framesPerSec } = DEFAULT_BUDGET;
+    const t0 = performance.now();
+    let sessions = 0;
+    for (;;) {
+      const p = new ProbeClient({ path: sock });
+      cleanup.push(() => p.close());
+      const taken = await p.connect().then(
+        () => true,
+        () => false,
+      );
+      p.close();
+      await p.closed;
+      if (!taken) break;
+      if (++sessions > 1000) throw new Error('1,000 sessions and none refused');
+    }
+    // Each connection paid framesPerConnection, and the hello a frame more; the bucket refilled
+    // while this loop ran, however slowly a busy machine let it run.
+    const refilled = ((performance.now() - t0) * framesPerSec) / 1000;
+    expect(sessions).toBeGreaterThanOrEqual(Math.floor(burstFrames / (framesPerConnection + 1)));
+    expect(sessions).toBeLessThanOrEqual(Math.ceil((burstFrames + refilled) / framesPerConnection));
+    const d = await detail('dialler');
+    expect(d.counters.sessions).toBe(sessions);
+    expect(d.limits.refused.frames).toBeGreaterThanOrEqual(1);
+    await goodStillWorks();
+  }, 60_000);
 
   it('reconnecting in a loop: what it makes the collector log is cut to its budget and counted', async () => {
     const sock = await sandbox('loop');

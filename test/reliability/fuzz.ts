@@ -15,7 +15,8 @@
 // how the collector's log was found growing by ~3 MiB every 5 s while this process read its
 // stderr late (the child then logged at info whatever it was told; the log is now bounded).
 // The reconnect penalty is off in this collector (penaltyMs 0), or a sandbox could take one
-// hostile frame a minute; every other limit is the default. Each lane draws from a
+// hostile frame a minute, and a connection costs one frame (framesPerConnection 1), or a lane
+// could open 10 a second; every other limit is the default. Each lane draws from a
 // PRNG seeded by the run's seed and its number, so a seed names the inputs exactly.
 
 import fs from 'node:fs';
@@ -88,7 +89,7 @@ function closedWithin(s: net.Socket, ms: number): Promise<boolean> {
 
 export async function fuzz(opts: FuzzOptions): Promise<FuzzResult> {
   const t0 = performance.now();
-  const collector = await startLiveCollector({ budget: { penaltyMs: 0 } });
+  const collector = await startLiveCollector({ budget: { penaltyMs: 0, framesPerConnection: 1 } });
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'vd-fz-'));
   const byClass = Object.fromEntries(HOSTILE_CLASSES.map((c) => [c, 0])) as Record<HostileClass, number>;
   const missed: FuzzResult['missedCloses'] = [];

@@ -66,7 +66,8 @@ export interface CollectorOptions {
    *  bound the OTLP queue lower. */
   exportTuning?: { webhookBackoffMs?: number; stuckWaitMs?: number; otlpFlushMs?: number; otlpQueueBound?: number };
   /** Each sandbox's budget, over DEFAULT_BUDGET (budget.ts); the reliability fuzzer turns
-   *  the reconnect penalty off to try a hostile frame per connection. */
+   *  the reconnect penalty off and charges a connection one frame, to try a hostile frame per
+   *  connection. */
   budget?: Partial<BudgetLimits>;
 }
 

@@ -26,10 +26,10 @@ export function droppedLogRecords(): Readonly<typeof dropped> {
 /**
  * What one sandbox's guest can make the collector log: a burst of GUEST_LOG_BURST records,
  * then GUEST_LOG_PER_SEC a second. Each connection a guest opens or breaks, each state change
- * and each new life is a record, and a guest may connect some 250 times a second within its
- * frame budget (a connection and its hello are a frame each, 500 a second): unchecked, one
- * guest could write a thousand records a second into the host's journal, whose own rate
- * limit then drops every other sandbox's records with them. Past its budget a sandbox's
+ * and each new life is a record, and a guest may open a hundred connections at once and ten a
+ * second after (budget.ts, framesPerConnection): unchecked, one guest could write records by
+ * the hundred into the host's journal, whose own rate limit then drops every other sandbox's
+ * records with them. Past its budget a sandbox's
  * records are counted, not written; the next one written says how many (`suppressed`).
  * Records at error and fatal always go: those are the collector's own faults.
  */

@@ -76,8 +76,8 @@ export interface LifeState {
 export const KEEP_GENERATIONS = 16;
 
 /** Session rows kept per sandbox, the newest. Every hello opens one, so a guest that connects
- *  again and again (some 250 times a second within its frame budget, each a clean hello) grew
- *  the store without end; its generation rows likewise, and only the newest KEEP_GENERATIONS
+ *  again and again (ten times a second within its frame budget, each a clean hello) grew the
+ *  store without end; its generation rows likewise, and only the newest KEEP_GENERATIONS
  *  of those are ever read. Of the sessions, the reads need the newest (lifeState) and a
  *  probe's earlier ones (ackFloor), whose highest seqs rise with the session: the oldest go
  *  first. */
