@@ -23,6 +23,11 @@ const OPTIONS = {
   'notify-socket': { kind: 'path', def: DEFAULTS.notifySocket, help: 'sd_notify datagram socket for phase markers ("off" to disable)' },
   interval: { kind: 'duration', def: `${DEFAULTS.intervalMs}ms`, help: 'sampling period once the target is ready' },
   'boot-interval': { kind: 'duration', def: `${DEFAULTS.bootIntervalMs}ms`, help: 'sampling period until the target is ready' },
+  'hung-interval': {
+    kind: 'duration',
+    def: `${DEFAULTS.hungIntervalMs}ms`,
+    help: 'sampling period of a boot still not ready after its first 30 s',
+  },
   'health-url': { kind: 'url', def: '', help: 'in-guest HTTP health check expecting 204, e.g. http://127.0.0.1:49983/health' },
   'pprof-url': {
     kind: 'url',
@@ -49,6 +54,7 @@ export interface ProbeConfig {
   notifySocket: string | null;
   intervalMs: number;
   bootIntervalMs: number;
+  hungIntervalMs: number;
   procRoot: string;
   healthUrl: string | null;
   pprofUrl: string | null;
@@ -168,6 +174,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     notifySocket: raw['notify-socket'] === 'off' || raw['notify-socket'] === '' ? null : raw['notify-socket'],
     intervalMs: parseDuration(raw.interval),
     bootIntervalMs: parseDuration(raw['boot-interval']),
+    hungIntervalMs: parseDuration(raw['hung-interval']),
     procRoot: raw['proc-root'],
     healthUrl: raw['health-url'] || null,
     pprofUrl: raw['pprof-url'] || null,

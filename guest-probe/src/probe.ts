@@ -40,7 +40,7 @@ import { SigquitCapture, dumpChunks, takeDump, tracebackEnded, waitForExit } fro
 import { ListenerWatcher, pickListenerQuery } from './listener.js';
 import { NotifyListener } from './notify/listener.js';
 import { NOTIFY_EVENTS_PER_SEC, NOTIFY_PAUSE_MS } from './notify/rate.js';
-import { SampleLoop } from './sample-loop.js';
+import { SampleLoop, SampleRate } from './sample-loop.js';
 import { phaseEvent } from './phases.js';
 import { readBootId } from './proc/index.js';
 import { EventRing } from './ring.js';
@@ -94,6 +94,7 @@ export class Probe {
   /** stop() was called: start() opens nothing more after its wait for the first hello. */
   private stopped = false;
   private readonly loop: SampleLoop;
+  private readonly rate: SampleRate;
   private oversizeReported = 0;
   /** A notify flood past NOTIFY_EVENTS_PER_SEC: the pauses and drops said so far. */
   private ratePausesReported = 0;
@@ -145,13 +146,14 @@ export class Probe {
     ];
     // The sample loop beats at least once a heartbeat unless told to sample more slowly:
     // then it drives the session's liveness too, one wake-up a second instead of two.
-    const drivenLiveness = Math.max(config.intervalMs, config.bootIntervalMs) <= HEARTBEAT_INTERVAL_MS;
+    const drivenLiveness = Math.max(config.intervalMs, config.bootIntervalMs, config.hungIntervalMs) <= HEARTBEAT_INTERVAL_MS;
+    this.rate = new SampleRate(config, monotonicMs());
     this.loop = new SampleLoop(
       () => {
         this.sample();
         if (drivenLiveness) this.link.tick();
       },
-      () => (this.settled ? config.intervalMs : config.bootIntervalMs),
+      () => this.rate.delayMs(monotonicMs()),
     );
     this.link = new Link({
       address: config.connect,
@@ -242,7 +244,10 @@ export class Probe {
 
   private sample(): void {
     for (const w of this.watchers) w.tick();
-    setSettled(this.settled);
+    const settled = this.settled;
+    const target = this.status.target;
+    this.rate.saw(target?.alive ? target.pid : null, settled, monotonicMs());
+    setSettled(settled);
   }
 
   /** Now and then the whole status as one event: a collector that missed deltas (a gap)

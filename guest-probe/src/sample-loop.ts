@@ -3,6 +3,53 @@
 // again at once). Each request replaces the pending one, so there is never more than one
 // pending sample: two independent chains of timers would each sample at the full rate and
 // never merge again (one probe was seen reading everything twice a second).
+//
+// How long to wait after a sample is SampleRate's: the boot interval while a boot is young,
+// the hung interval once it has gone on for BOOT_FAST_FOR_MS without the target getting
+// ready, and the interval once it is.
+
+/** How long a boot is sampled at the boot interval. The orchestrator gives envd 10 s; a boot
+ *  not ready three times that long is hung, and sampling it 25 times a second for as long as
+ *  it stays hung cost the probe 1.7 % of a core (BENCHMARKS.md). */
+export const BOOT_FAST_FOR_MS = 30_000;
+
+export interface SampleIntervals {
+  intervalMs: number;
+  bootIntervalMs: number;
+  hungIntervalMs: number;
+}
+
+/**
+ * The wait after each sample. A boot begins when the probe starts, when the target process
+ * changes (found, gone, or another one: a restart), and when the target stops being ready;
+ * for BOOT_FAST_FOR_MS after that the boot interval applies, then the hung interval (never
+ * shorter than the boot interval), until the target is ready.
+ */
+export class SampleRate {
+  #bootSince: number;
+  #pid: number | null = null;
+  #settled = false;
+
+  constructor(
+    private readonly intervals: SampleIntervals,
+    now: number,
+  ) {
+    this.#bootSince = now;
+  }
+
+  /** What a sample saw: the live target's pid (null: none, or it exited) and whether it is ready. */
+  saw(pid: number | null, settled: boolean, now: number): void {
+    if (pid !== this.#pid || (this.#settled && !settled)) this.#bootSince = now;
+    this.#pid = pid;
+    this.#settled = settled;
+  }
+
+  delayMs(now: number): number {
+    const { intervalMs, bootIntervalMs, hungIntervalMs } = this.intervals;
+    if (this.#settled) return intervalMs;
+    return now - this.#bootSince < BOOT_FAST_FOR_MS ? bootIntervalMs : Math.max(bootIntervalMs, hungIntervalMs);
+  }
+}
 
 export class SampleLoop {
   #timer: NodeJS.Timeout | null = null;

@@ -14,6 +14,7 @@ const OPTION_NAMES: OptionName[] = [
   'notify-socket',
   'interval',
   'boot-interval',
+  'hung-interval',
   'health-url',
   'pprof-url',
   'log-file',
@@ -69,6 +70,7 @@ describe('parseArgs defaults', () => {
     expect(c.notifySocket).toBe(DEFAULTS.notifySocket);
     expect(c.intervalMs).toBe(DEFAULTS.intervalMs);
     expect(c.bootIntervalMs).toBe(DEFAULTS.bootIntervalMs);
+    expect(c.hungIntervalMs).toBe(DEFAULTS.hungIntervalMs);
     expect(c.procRoot).toBe('/proc');
     expect(c.command).toEqual([]);
   });
@@ -90,11 +92,12 @@ describe('parseArgs defaults', () => {
 
 describe('parseArgs flag syntax', () => {
   it('accepts --name=value and --name value', () => {
-    const a = run(['--target=foo', '--expect-port', '8080', '--interval=250ms', '--boot-interval', '2s']);
+    const a = run(['--target=foo', '--expect-port', '8080', '--interval=250ms', '--boot-interval', '2s', '--hung-interval=3s']);
     expect(a.target).toBe('foo');
     expect(a.expectPort).toBe(8080);
     expect(a.intervalMs).toBe(250);
     expect(a.bootIntervalMs).toBe(2000);
+    expect(a.hungIntervalMs).toBe(3000);
     expect(a.sources.target).toBe('flag');
     expect(a.sources['expect-port']).toBe('flag');
   });

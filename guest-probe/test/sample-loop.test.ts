@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { SampleLoop } from '../src/sample-loop.js';
+import { BOOT_FAST_FOR_MS, SampleLoop, SampleRate } from '../src/sample-loop.js';
 
 /** A loop at 1 Hz that records when (fake ms) each sample ran. */
 function loop(delayMs = 1000) {
@@ -78,5 +78,48 @@ describe('SampleLoop', () => {
     await vi.advanceTimersByTimeAsync(5000);
     expect(at).toEqual([0, 1000]);
     expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe('SampleRate', () => {
+  const intervals = { intervalMs: 1000, bootIntervalMs: 40, hungIntervalMs: 250 };
+
+  it('samples a boot at the boot interval, then at the hung interval, and a ready target at the interval', () => {
+    const r = new SampleRate(intervals, 0);
+    r.saw(null, false, 0);
+    expect(r.delayMs(0)).toBe(40);
+    expect(r.delayMs(BOOT_FAST_FOR_MS - 1)).toBe(40);
+    expect(r.delayMs(BOOT_FAST_FOR_MS)).toBe(250);
+    r.saw(null, true, BOOT_FAST_FOR_MS + 10);
+    expect(r.delayMs(BOOT_FAST_FOR_MS + 10)).toBe(1000);
+  });
+
+  it('starts a boot again when the target appears, goes, is replaced, or stops being ready', () => {
+    const r = new SampleRate(intervals, 0);
+    const hung = (at: number) => r.delayMs(at) === 250;
+    // Found late: its boot is timed from then, not from the probe's start.
+    r.saw(null, false, 0);
+    r.saw(7, false, 20_000);
+    expect(hung(40_000)).toBe(false);
+    expect(hung(50_000)).toBe(true);
+    // Exited, then restarted under another pid: fast again, each time.
+    r.saw(null, false, 60_000);
+    expect(hung(60_040)).toBe(false);
+    r.saw(8, false, 89_000);
+    expect(hung(100_000)).toBe(false);
+    // Ready, then not (its listener closed): a new boot.
+    r.saw(8, true, 130_000);
+    expect(r.delayMs(130_000)).toBe(1000);
+    r.saw(8, false, 200_000);
+    expect(hung(200_040)).toBe(false);
+    expect(hung(200_000 + BOOT_FAST_FOR_MS)).toBe(true);
+    // Nothing changes while it stays hung.
+    r.saw(8, false, 200_000 + BOOT_FAST_FOR_MS);
+    expect(hung(200_000 + BOOT_FAST_FOR_MS + 40)).toBe(true);
+  });
+
+  it('never samples a hung boot faster than the boot interval', () => {
+    const r = new SampleRate({ intervalMs: 1000, bootIntervalMs: 500, hungIntervalMs: 250 }, 0);
+    expect(r.delayMs(BOOT_FAST_FOR_MS)).toBe(500);
   });
 });
