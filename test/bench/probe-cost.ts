@@ -178,6 +178,11 @@ export interface LoadedSandbox {
   stop: () => Promise<void>;
 }
 
+/** For a probe in a hung sandbox: the boot rate for as long as it runs. By default a boot not
+ *  ready after 30 s is sampled at --hung-interval (250 ms); "at boot rate" is what these
+ *  figures measure. An environment variable, not a flag: builds from before it ignore it. */
+export const HOLD_BOOT_RATE = { VSOCKDIAG_HUNG_INTERVAL: `${DEFAULTS.bootIntervalMs}ms` };
+
 /** A simulated sandbox (as test/harness/sandbox.ts builds them) with the load started before
  *  the probe: idle processes, socket load, then the probe, then the fake envd. */
 export async function startLoadedSandbox(
@@ -187,6 +192,8 @@ export async function startLoadedSandbox(
   load: { processes: number; connections: number },
   /** The probe's command up to its flags (node, its options, the launcher); default the built probe. */
   probeHead?: string[],
+  /** More of the probe's environment, over PROBE_ENV. */
+  probeEnv: Record<string, string> = {},
 ): Promise<LoadedSandbox> {
   const envd = await buildFakeEnvd();
   const dir = path.join(root, id);
@@ -198,7 +205,7 @@ export async function startLoadedSandbox(
   const notify = path.join(dir, 'notify.sock');
   const probe = [
     'env',
-    ...Object.entries(PROBE_ENV).map(([k, v]) => `${k}=${v}`),
+    ...Object.entries({ ...PROBE_ENV, ...probeEnv }).map(([k, v]) => `${k}=${v}`),
     ...(probeHead ?? []),
     ...probeCommand(dir, notify, DEFAULTS.expectPort, TARGET).slice(probeHead ? 2 : 0),
   ];
@@ -362,7 +369,7 @@ export async function startProbeCost(windowS: number, progress: Progress): Promi
     c = await startCollector({ args: ['--stall-after', '3h', '--start-deadline', '3h'] });
     progress(`probe cpu: starting two sandboxes, each ${LOAD.processes} processes + ${LOAD.connections * 2} sockets`);
     const started = await Promise.allSettled([
-      startLoadedSandbox(root, 'hung', ['-hang-in', 'cgroup-manager'], LOAD),
+      startLoadedSandbox(root, 'hung', ['-hang-in', 'cgroup-manager'], LOAD, undefined, HOLD_BOOT_RATE),
       startLoadedSandbox(root, 'healthy', [], LOAD),
     ]);
     for (const r of started) if (r.status === 'fulfilled') sandboxes.push(r.value);

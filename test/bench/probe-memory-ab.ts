@@ -7,20 +7,22 @@
 //     node test/run-ts.mjs test/bench/probe-memory-ab.ts [SECONDS] [PROCESSES] [CONNECTIONS]
 //
 // `head` is the probe's command up to its flags (default: this tree's build); `hung` makes the
-// sandbox's envd hang before binding, so that probe stays at the boot rate. Defaults: 300 s,
+// sandbox's envd hang before binding, so that probe stays at the boot rate (HOLD_BOOT_RATE);
+// `env` adds to the probe's environment, over that. Defaults: 300 s,
 // the probe benchmark's load (500 processes, 5,000 connections) in each sandbox.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { GUEST_ENV, startCollector, waitForState } from '../harness/collector.js';
-import { LOAD, startLoadedSandbox, type LoadedSandbox } from './probe-cost.js';
+import { HOLD_BOOT_RATE, LOAD, startLoadedSandbox, type LoadedSandbox } from './probe-cost.js';
 import { anonBreakdown, cpuMs, statusFields } from './proc.js';
 
 interface Variant {
   name: string;
   head?: string[];
   hung?: boolean;
+  env?: Record<string, string>;
 }
 
 const variants = JSON.parse(process.env.VARIANTS ?? '[{"name":"now"},{"name":"now","hung":true}]') as Variant[];
@@ -37,8 +39,11 @@ const running: Array<{ label: string; sandbox: LoadedSandbox; pid: number; cpu0:
 try {
   for (const [i, v] of variants.entries()) {
     const id = `ab${i}`;
-    const sandbox = await startLoadedSandbox(root, id, v.hung ? ['-hang-in', 'cgroup-manager'] : [], load, v.head);
-    running.push({ label: `${v.name}${v.hung ? ' (boot rate)' : ''}`, sandbox, pid: 0, cpu0: 0 });
+    const sandbox = await startLoadedSandbox(root, id, v.hung ? ['-hang-in', 'cgroup-manager'] : [], load, v.head, {
+      ...(v.hung ? HOLD_BOOT_RATE : {}),
+      ...v.env,
+    });
+    running.push({ label: `${v.name}${v.hung ? ' (hung)' : ''}`, sandbox, pid: 0, cpu0: 0 });
     await collector.api('PUT', `/v1/sandboxes/${id}`, { udsPath: sandbox.udsPath });
     await waitForState(collector, id, v.hung ? 'starting' : 'ready', 120_000);
     const pid = sandbox.probePid();

@@ -13,6 +13,7 @@ import { measureGoDump } from './go-dump.js';
 import { fleetSection, measureFleetBench } from './fleet.js';
 import { measureScaleBench, scaleSection } from './scale.js';
 import { CENSUS_CPU_SHARE, CENSUS_EVERY_MS, censusPeriodMs } from '../../guest-probe/src/sockets.js';
+import { BOOT_FAST_FOR_MS } from '../../guest-probe/src/sample-loop.js';
 import { LOAD, measureProbeMicro, startProbeCost, type CpuFigure } from './probe-cost.js';
 
 const BOOTS = Number(process.env.VSOCKDIAG_BENCH_BOOTS ?? 50);
@@ -245,7 +246,8 @@ How: the real bundled probe (guest-probe/dist) in two simulated sandboxes side b
 with its own ${LOAD.processes} idle processes and ${n(cpu.load.sockets)} sockets (the load above, in each sandbox), both
 streaming to one collector through the emulated vsock (registered, so the link traffic counts;
 its stall and start deadlines are set past the window, so the hung sandbox stays \`starting\` and
-the collector takes no stuck-time action during it). The probes and idle Node run in a guest's environment
+the collector takes no stuck-time action during it; its probe is held at the boot rate with \`VSOCKDIAG_HUNG_INTERVAL=${DEFAULTS.bootIntervalMs}ms\`,
+where by default it would slow to ${DEFAULTS.hungIntervalMs} ms ticks after the boot's first ${BOOT_FAST_FOR_MS / 1000} s). The probes and idle Node run in a guest's environment
 (systemd's PATH, and the unit's \`MALLOC_ARENA_MAX=1\` for the probes), not this process's.
 CPU is utime + stime from \`/proc/<pid>/stat\` (all threads; counted in 10 ms steps, i.e. ${(1 / cpu.windowS).toFixed(3)} % of a core
 over the window), wake-ups are the main thread's voluntary context switches, reads are \`syscr\` from
