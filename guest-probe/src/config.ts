@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import { DEFAULTS, VSOCK_CID_HOST, parseAddress, parseDuration } from '@vsockdiag/proto';
 import { DEFAULT_PHASE_PATTERN, compilePhasePattern } from './logs/phase-pattern.js';
+import { BOOT_FAST_FOR_MS } from './sample-loop.js';
 
 type Kind = 'string' | 'address' | 'port' | 'duration' | 'path' | 'url' | 'regex';
 
@@ -26,7 +27,7 @@ const OPTIONS = {
   'hung-interval': {
     kind: 'duration',
     def: `${DEFAULTS.hungIntervalMs}ms`,
-    help: 'sampling period of a boot still not ready after its first 30 s',
+    help: `sampling period of a boot still not ready after its first ${BOOT_FAST_FOR_MS / 1000} s`,
   },
   'health-url': { kind: 'url', def: '', help: 'in-guest HTTP health check expecting 204, e.g. http://127.0.0.1:49983/health' },
   'pprof-url': {

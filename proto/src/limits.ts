@@ -60,8 +60,8 @@ export const DEFAULTS = {
   intervalMs: 1000,
   /** Sampling period until the target is ready: bind time known to within 50 ms. */
   bootIntervalMs: 40,
-  /** Sampling period of a boot still not ready after its first 30 s (the probe's
-   *  --hung-interval): a hung target is watched at 4 Hz, not 25. */
+  /** Sampling period of a boot still not ready once its fast start is over (the probe's
+   *  --hung-interval; guest-probe/src/sample-loop.ts): a hung target is watched at 4 Hz, not 25. */
   hungIntervalMs: 250,
   notifySocket: '/run/vsockdiag/notify.sock',
 } as const;

@@ -29,8 +29,8 @@ export function droppedLogRecords(): Readonly<typeof dropped> {
  * and each new life is a record, and a guest may open a hundred connections at once and ten a
  * second after (budget.ts, framesPerConnection): unchecked, one guest could write records by
  * the hundred into the host's journal, whose own rate limit then drops every other sandbox's
- * records with them. Past its budget a sandbox's
- * records are counted, not written; the next one written says how many (`suppressed`).
+ * records with them. Past its budget a sandbox's records are counted, not written; the next
+ * one written says how many (`suppressed`).
  * Records at error and fatal always go: those are the collector's own faults.
  */
 export const GUEST_LOG_BURST = 100;
